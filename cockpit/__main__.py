@@ -1,0 +1,5 @@
+"""`python -m cockpit`: the same entry point as the `cockpit` console script."""
+
+from cockpit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,15 @@
+"""The campaign plan: frozen model, offer catalog, and the located YAML loader."""
+
+from cockpit.campaign.catalog import BUILTIN_OFFERS
+from cockpit.campaign.loader import load_campaign
+from cockpit.campaign.model import Campaign, Offer, Package, Resource, Stage
+
+__all__ = [
+    "BUILTIN_OFFERS",
+    "Campaign",
+    "Offer",
+    "Package",
+    "Resource",
+    "Stage",
+    "load_campaign",
+]

@@ -1,0 +1,435 @@
+"""Load and validate a campaign file into the frozen model, with FILE:LINE:COL errors.
+
+Every problem found is reported (not only the first), each at the place it was
+written. Unknown keys are errors with a did-you-mean hint, so a typo never silently
+turns a setting off. Relative paths are relative to the campaign file's folder.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cockpit.campaign.catalog import BUILTIN_OFFERS
+from cockpit.campaign.model import CATEGORIES, Campaign, Offer, Package, Resource, Stage
+from cockpit.campaign.yamlread import Located, Path_, parse_yaml, read_text
+from cockpit.errors import InputError, Problem
+from cockpit.units import Money, parse_duration
+
+CAMPAIGN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
+NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+ROLES = ("control", "data_check", "resume_check", "pilot", "export", "retrieval")
+
+TOP_KEYS = ("campaign", "question", "package", "offers", "stages")
+PACKAGE_KEYS = ("offer", "count", "start", "order_ref")
+OFFER_KEYS = ("id", "gpu", "gpus", "days", "price", "currency")
+STAGE_KEYS = (
+    "id", "hours", "duration", "resource", "category", "after", "decision_point", "run",
+    "machine", "role", "command", "shell", "cwd", "env", "note",
+)
+
+
+class Checker:
+    """Collects located problems while reading plain YAML data."""
+
+    def __init__(self, loc: Located) -> None:
+        self.loc = loc
+        self.problems: list[Problem] = []
+
+    def err(self, path: Path_, message: str, *, key: bool = False) -> None:
+        self.problems.append(self.loc.problem(path, message, key=key))
+
+    def mapping(
+        self,
+        value: Any,
+        path: Path_,
+        known: Iterable[str],
+        required: Iterable[str] = (),
+        what: str = "section",
+    ) -> dict[str, Any] | None:
+        if not isinstance(value, dict):
+            self.err(path, f"{what} must be a mapping (key: value), not {_kind(value)}")
+            return None
+        known = tuple(known)
+        for key in value:
+            if not isinstance(key, str) or key not in known:
+                hint = difflib.get_close_matches(str(key), known, n=1)
+                extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+                self.err(path + (key,), f"unknown key {key!r} in {what}{extra}", key=True)
+        for key in required:
+            if key not in value:
+                self.err(path, f"{what} needs {key!r}")
+        return value
+
+    def string(self, value: Any, path: Path_, what: str, pattern: re.Pattern[str] | None = None,
+               hint: str = "") -> str | None:
+        if not isinstance(value, str) or not value.strip():
+            self.err(path, f"{what} must be a non-empty text, not {_kind(value)}")
+            return None
+        if pattern is not None and not pattern.match(value):
+            self.err(path, f"{what} {value!r} is not valid{hint}")
+            return None
+        return value
+
+    def integer(self, value: Any, path: Path_, what: str, minimum: int = 1) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.err(path, f"{what} must be a whole number, not {_kind(value)}")
+            return None
+        if value < minimum:
+            self.err(path, f"{what} must be at least {minimum}, not {value}")
+            return None
+        return value
+
+    def positive(self, value: Any, path: Path_, what: str) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.err(path, f"{what} must be a number, not {_kind(value)}")
+            return None
+        if not value > 0 or value != value or value == float("inf"):
+            self.err(path, f"{what} must be a positive finite number, not {value}")
+            return None
+        return float(value)
+
+    def boolean(self, value: Any, path: Path_, what: str) -> bool:
+        if not isinstance(value, bool):
+            self.err(path, f"{what} must be true or false, not {_kind(value)}")
+            return False
+        return value
+
+    def duration(self, value: Any, path: Path_, what: str) -> float | None:
+        """Seconds from "90m"-style text, or a bare number of hours."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            hours = self.positive(value, path, what)
+            return None if hours is None else hours * 3600.0
+        if not isinstance(value, str):
+            self.err(path, f"{what} must be a duration like 90m or 1h30m, not {_kind(value)}")
+            return None
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.err(path, f"{what}: {exc}")
+            return None
+
+    def str_list(self, value: Any, path: Path_, what: str) -> list[str]:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            self.err(path, f"{what} must be a text or a list of texts")
+            return []
+        return list(items)
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            self.problems.sort(key=lambda p: (p.line, p.col))
+            raise InputError(self.problems)
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Read, parse and validate a campaign file; InputError lists every problem."""
+    path = Path(path)
+    text = read_text(path)
+    loc = parse_yaml(text, str(path))
+    check = Checker(loc)
+    data = check.mapping(loc.data, (), _all_top_keys(), ("campaign", "package", "stages"),
+                         what="campaign file (top level)")
+    check.raise_if_any()
+    assert data is not None
+
+    campaign_id = check.string(data.get("campaign"), ("campaign",), "campaign id", CAMPAIGN_ID,
+                               " (use lowercase letters, digits, '.', '_', '-')")
+    question = data.get("question", "")
+    if "question" in data and not isinstance(question, str):
+        check.err(("question",), "question must be a text")
+        question = ""
+    offers = _offers(check, data.get("offers", []))
+    package = _package(check, data.get("package"), offers)
+    stages = _stages(check, data.get("stages"), package, path.parent.resolve())
+
+    extras: dict[str, Any] = {}
+    for section, reader in _SECTIONS.items():
+        if section in data:
+            extras[section] = reader(check, data[section], (section,), stages)
+    check.raise_if_any()
+    assert campaign_id is not None and package is not None
+    return Campaign(
+        id=campaign_id,
+        question=question.strip(),
+        package=package,
+        offers=offers,
+        stages=tuple(stages),
+        path=path.resolve(),
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        extras=extras,
+    )
+
+
+# Later sections (runs, stop rules, ...) register a reader here so the loader knows
+# every key: reader(check, value, path, stages) -> parsed value stored in Campaign.extras.
+_SECTIONS: dict[str, Any] = {}
+
+
+def register_section(name: str, reader: Any) -> None:
+    _SECTIONS[name] = reader
+
+
+def _all_top_keys() -> tuple[str, ...]:
+    return TOP_KEYS + tuple(_SECTIONS)
+
+
+def _offers(check: Checker, value: Any) -> dict[str, Offer]:
+    offers = dict(BUILTIN_OFFERS)
+    if value is None:
+        return offers
+    if not isinstance(value, list):
+        check.err(("offers",), "offers must be a list of offers")
+        return offers
+    for i, item in enumerate(value):
+        path: Path_ = ("offers", i)
+        entry = check.mapping(item, path, OFFER_KEYS, ("id",), what="offer")
+        if entry is None:
+            continue
+        offer_id = check.string(entry.get("id"), path + ("id",), "offer id", NAME_ID)
+        if offer_id is None:
+            continue
+        base = offers.get(offer_id)
+        gpu = entry.get("gpu", base.gpu if base else None)
+        if not isinstance(gpu, str):
+            check.err(path + ("gpu",), "offer needs gpu (the card's name)")
+            continue
+        gpus = check.integer(entry.get("gpus", base.gpus if base else 1), path + ("gpus",), "gpus")
+        days = check.positive(entry.get("days", base.days if base else None), path + ("days",),
+                              "days")
+        currency = entry.get("currency", base.price.currency if base and base.price else "USD")
+        if not isinstance(currency, str) or not re.fullmatch(r"[A-Za-z]{3}", currency):
+            check.err(path + ("currency",), "currency must be a 3-letter code like USD")
+            currency = "USD"
+        price: Money | None = base.price if base else None
+        if "price" in entry:
+            raw = entry["price"]
+            if raw is None or raw == "unknown":
+                price = None
+            else:
+                try:
+                    price = Money.parse(raw, currency)
+                except ValueError as exc:
+                    check.err(path + ("price",), str(exc))
+        elif price is not None and "currency" in entry:
+            price = Money(price.amount, currency.upper())
+        if gpus is not None and days is not None:
+            offers[offer_id] = Offer(offer_id, gpu, gpus, days, price)
+    return offers
+
+
+def _package(check: Checker, value: Any, offers: dict[str, Offer]) -> Package | None:
+    entry = check.mapping(value, ("package",), PACKAGE_KEYS, ("offer", "start"), what="package")
+    if entry is None:
+        return None
+    offer_id = entry.get("offer")
+    offer = None
+    if isinstance(offer_id, str) and offer_id in offers:
+        offer = offers[offer_id]
+    elif "offer" in entry:
+        hint = difflib.get_close_matches(str(offer_id), offers, n=1)
+        extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+        known = ", ".join(sorted(offers))
+        check.err(("package", "offer"), f"unknown offer {offer_id!r}{extra}; known: {known}")
+    count = check.integer(entry.get("count", 1), ("package", "count"), "package count")
+    start = _timestamp(check, entry.get("start"), ("package", "start"), "package start") \
+        if "start" in entry else None
+    order_ref = entry.get("order_ref")
+    if order_ref is not None and not isinstance(order_ref, (str, int)):
+        check.err(("package", "order_ref"), "order_ref must be a text")
+        order_ref = None
+    if offer is None or count is None or start is None:
+        return None
+    return Package(offer, count, start, None if order_ref is None else str(order_ref))
+
+
+def _timestamp(check: Checker, value: Any, path: Path_, what: str) -> datetime | None:
+    if not isinstance(value, str):
+        check.err(path, f"{what} must be a time like 2026-12-02T08:00:00Z, not {_kind(value)}")
+        return None
+    text = value.strip()
+    try:
+        when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+    except ValueError:
+        check.err(path, f"{what} {value!r} is not a time like 2026-12-02T08:00:00Z")
+        return None
+    if when.tzinfo is None:
+        check.err(path, f"{what} {value!r} has no timezone (add Z for UTC, or +02:00)")
+        return None
+    return when
+
+
+def _resources(check: Checker, value: Any, path: Path_, gpus: int | None) -> tuple[Resource, ...]:
+    names = check.str_list(value, path, "resource")
+    out: list[Resource] = []
+    for i, name in enumerate(names):
+        where = path + (i,) if isinstance(value, list) else path
+        text = name.strip().lower()
+        if text in ("human", "gpu", "cpu", "none"):
+            out.append(Resource(text))
+            continue
+        match = re.fullmatch(r"gpu:(\d+)", text)
+        if not match:
+            check.err(where, f"unknown resource {name!r} (human, gpu, gpu:N, cpu or none)")
+            continue
+        index = int(match.group(1))
+        if gpus is not None and index >= gpus:
+            check.err(where, f"resource {name!r}: the offer has {gpus} GPU"
+                             f"{'s' if gpus != 1 else ''} (gpu:0..gpu:{gpus - 1})")
+            continue
+        out.append(Resource("gpu", index))
+    return tuple(out)
+
+
+def _stages(check: Checker, value: Any, package: Package | None, folder: Path) -> list[Stage]:
+    if not isinstance(value, list):
+        check.err(("stages",), "stages must be a list of stages")
+        return []
+    if not value:
+        check.err(("stages",), "stages must not be empty")
+        return []
+    gpus = package.offer.gpus if package else None
+    count = package.count if package else None
+    stages: list[Stage] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(value):
+        path: Path_ = ("stages", i)
+        entry = check.mapping(item, path, STAGE_KEYS, ("id",), what="stage")
+        if entry is None:
+            continue
+        stage_id = check.string(entry.get("id"), path + ("id",), "stage id", NAME_ID)
+        if stage_id is None:
+            continue
+        if stage_id in seen:
+            check.err(path + ("id",), f"duplicate stage id {stage_id!r} (first at stage "
+                                      f"{seen[stage_id] + 1})")
+            continue
+        seen[stage_id] = i
+        seconds: float | None = None
+        if "hours" in entry and "duration" in entry:
+            check.err(path + ("duration",), "give hours or duration, not both")
+        elif "hours" in entry:
+            hours = check.positive(entry["hours"], path + ("hours",), "hours")
+            seconds = None if hours is None else hours * 3600.0
+        elif "duration" in entry:
+            seconds = check.duration(entry["duration"], path + ("duration",), "duration")
+        else:
+            check.err(path, f"stage {stage_id!r} needs hours or duration")
+        resources = _resources(check, entry.get("resource", "none"), path + ("resource",), gpus)
+        category = entry.get("category", "essential")
+        if category not in CATEGORIES:
+            check.err(path + ("category",), f"category must be one of {', '.join(CATEGORIES)}")
+        machine = check.integer(entry.get("machine", 1), path + ("machine",), "machine")
+        if machine is not None and count is not None and machine > count:
+            check.err(path + ("machine",), f"machine {machine} but the package count is {count}")
+        role = entry.get("role")
+        if role is not None and role not in ROLES:
+            check.err(path + ("role",), f"role must be one of {', '.join(ROLES)}")
+        run = entry.get("run")
+        if run is not None:
+            run = check.string(run, path + ("run",), "run id", NAME_ID)
+        command, shell = _command(check, entry, path)
+        cwd = None
+        if "cwd" in entry:
+            raw = check.string(entry["cwd"], path + ("cwd",), "cwd")
+            cwd = (folder / raw) if raw else None
+        env: tuple[tuple[str, str], ...] = ()
+        if "env" in entry:
+            if isinstance(entry["env"], dict) and all(
+                isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                for k, v in entry["env"].items()
+            ):
+                env = tuple((k, str(v)) for k, v in entry["env"].items())
+            else:
+                check.err(path + ("env",), "env must map names to texts or numbers")
+        decision = check.boolean(entry.get("decision_point", False), path + ("decision_point",),
+                                 "decision_point")
+        if "note" in entry and not isinstance(entry["note"], str):
+            check.err(path + ("note",), "note must be a text")
+        stages.append(Stage(
+            id=stage_id, seconds=seconds or 0.0, resources=resources or (Resource("none"),),
+            category=category if category in CATEGORIES else "essential",
+            after=tuple(check.str_list(entry.get("after", []), path + ("after",), "after")),
+            decision_point=decision, run=run, machine=machine or 1, role=role,
+            command=command, shell=shell, cwd=cwd, env=env,
+            line=check.loc.where(path)[0],
+        ))
+    _check_after(check, stages, value)
+    return stages
+
+
+def _command(check: Checker, entry: dict[str, Any], path: Path_) -> tuple[Any, bool]:
+    shell = check.boolean(entry.get("shell", False), path + ("shell",), "shell")
+    if "command" not in entry:
+        return None, shell
+    raw = entry["command"]
+    if isinstance(raw, str):
+        if not shell:
+            check.err(path + ("command",), "command must be a list of words (argv); "
+                                           "a single text needs shell: true")
+            return None, shell
+        return raw, shell
+    if isinstance(raw, list) and raw and all(isinstance(a, (str, int, float)) for a in raw):
+        return tuple(str(a) for a in raw), shell
+    check.err(path + ("command",), "command must be a non-empty list of words (argv)")
+    return None, shell
+
+
+def _check_after(check: Checker, stages: list[Stage], raw: list[Any]) -> None:
+    ids = {s.id for s in stages}
+    index_of = {s["id"]: i for i, s in enumerate(raw) if isinstance(s, dict) and "id" in s}
+    for stage in stages:
+        path: Path_ = ("stages", index_of.get(stage.id, 0), "after")
+        for dep in stage.after:
+            if dep == stage.id:
+                check.err(path, f"stage {stage.id!r} cannot come after itself")
+            elif dep not in ids:
+                hint = difflib.get_close_matches(dep, sorted(ids), n=1)
+                extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+                check.err(path, f"after names no stage: {dep!r}{extra}")
+    # Cycle detection (iterative DFS, so a long chain cannot exhaust the stack).
+    graph = {s.id: [d for d in s.after if d in ids and d != s.id] for s in stages}
+    color: dict[str, int] = {}
+    for root in graph:
+        if color.get(root):
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        trail: list[str] = []
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                color[node] = 1
+                trail.append(node)
+            deps = graph[node]
+            if i < len(deps):
+                stack.append((node, i + 1))
+                dep = deps[i]
+                if color.get(dep) == 1:
+                    cycle = trail[trail.index(dep):] + [dep]
+                    where = ("stages", index_of.get(node, 0), "after")
+                    check.err(where, "cycle in after: " + " -> ".join(reversed(cycle)))
+                    return
+                if not color.get(dep):
+                    stack.append((dep, 0))
+            else:
+                color[node] = 2
+                trail.pop()
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    return repr(value)

@@ -1,0 +1,1 @@
+"""Planning: pure functions of the plan (and, for forecasts, of realized facts)."""

@@ -1,0 +1,221 @@
+"""Resource-constrained schedule, window figures and overrun options (D5-D7, D11).
+
+Pure functions of the campaign model: no clock, no files. Times are hours from the
+window start. A stage starts when every stage in ``after`` has ended (a dropped stage
+counts as ended) and its resources are free: ``human`` is one person across all
+machines, ``gpu`` takes every GPU of its machine, ``gpu:N`` one GPU, ``cpu`` the
+machine's CPU; stages sharing nothing overlap (D6). Ties go by file order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from cockpit.campaign.model import Campaign, Offer, Stage
+from cockpit.units import Money
+
+ResourceKey = tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class Slot:
+    stage: Stage
+    start: float
+    end: float
+    dropped: bool = False
+
+    @property
+    def hours(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Figures:
+    window_hours: float
+    reserved_hours: float
+    unused_hours: float
+    exceeds_by_hours: float
+    fits: bool
+    gpu_busy_hours: float
+    human_hours: float
+    overrun_hours: float = 0.0
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way out when the plan does not fit (D11)."""
+
+    kind: str  # "offer" | "shorten"
+    fits: bool
+    reserved_hours: float
+    offer: str | None = None
+    cost: Money | None = None
+    drops: tuple[str, ...] = ()
+    saves_hours: float = 0.0
+
+    def describe(self) -> str:
+        if self.kind == "offer":
+            price = str(self.cost) if self.cost else "price unknown"
+            return f"take {self.offer} ({price} for the package)"
+        verdict = "then fits" if self.fits else "still exceeds"
+        return (f"shorten: drop {', '.join(self.drops)} (saves {self.saves_hours:g} h, "
+                f"{verdict})")
+
+
+@dataclass(frozen=True)
+class Plan:
+    slots: tuple[Slot, ...]
+    figures: Figures
+    options: tuple[Option, ...]
+    cost: Money | None
+
+
+def resource_keys(stage: Stage, gpus_per_machine: int) -> list[ResourceKey]:
+    keys: list[ResourceKey] = []
+    for res in stage.resources:
+        if res.kind == "human":
+            keys.append(("human",))
+        elif res.kind == "cpu":
+            keys.append(("cpu", stage.machine))
+        elif res.kind == "gpu":
+            indices = range(gpus_per_machine) if res.gpu is None else (res.gpu,)
+            keys.extend(("gpu", stage.machine, i) for i in indices)
+    return keys
+
+
+def schedule(
+    stages: Iterable[Stage],
+    gpus_per_machine: int,
+    *,
+    durations: Mapping[str, float] | None = None,
+    dropped: Iterable[str] = (),
+    fixed: Mapping[str, tuple[float, float]] | None = None,
+    not_before: float = 0.0,
+) -> tuple[Slot, ...]:
+    """Place every stage; ``durations`` (hours) override the plan, ``fixed`` pins realized
+    (start, end) intervals, and nothing unpinned starts before ``not_before``."""
+    order = list(stages)
+    dropped_ids = set(dropped)
+    fixed = fixed or {}
+    hours = {s.id: (durations or {}).get(s.id, s.hours) for s in order}
+    busy: dict[ResourceKey, list[tuple[float, float]]] = {}
+    ends: dict[str, float] = {}
+    slots: dict[str, Slot] = {}
+
+    for stage in order:
+        if stage.id in fixed and stage.id not in dropped_ids:
+            start, end = fixed[stage.id]
+            slots[stage.id] = Slot(stage, start, end)
+            ends[stage.id] = end
+            for key in resource_keys(stage, gpus_per_machine):
+                busy.setdefault(key, []).append((start, end))
+
+    pending = [s for s in order if s.id not in slots]
+    while pending:
+        ready = next((s for s in pending if all(d in ends for d in s.after)), None)
+        if ready is None:  # a cycle: the loader refuses these, so only bad callers get here
+            raise ValueError("stages have a dependency cycle")
+        pending.remove(ready)
+        earliest = max([not_before, *(ends[d] for d in ready.after)])
+        if ready.id in dropped_ids:
+            slots[ready.id] = Slot(ready, earliest, earliest, dropped=True)
+            ends[ready.id] = earliest
+            continue
+        length = hours[ready.id]
+        keys = resource_keys(ready, gpus_per_machine)
+        start = _first_free(busy, keys, earliest, length)
+        slots[ready.id] = Slot(ready, start, start + length)
+        ends[ready.id] = start + length
+        for key in keys:
+            busy.setdefault(key, []).append((start, start + length))
+    return tuple(slots[s.id] for s in order)
+
+
+def _first_free(busy: Mapping[ResourceKey, list[tuple[float, float]]], keys: list[ResourceKey],
+                earliest: float, length: float) -> float:
+    intervals = [iv for key in keys for iv in busy.get(key, ())]
+    candidates = sorted({earliest, *(end for _, end in intervals if end > earliest)})
+    for t in candidates:
+        if all(end <= t or start >= t + length for start, end in intervals):
+            return t
+    return candidates[-1]  # unreachable: the last end is always free
+
+
+def union_hours(intervals: Iterable[tuple[float, float]]) -> float:
+    total = 0.0
+    current_start = current_end = None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None and current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None and current_start is not None:
+        total += current_end - current_start
+    return total
+
+
+def figures(slots: Iterable[Slot], window_hours: float, overrun_hours: float = 0.0) -> Figures:
+    live = [s for s in slots if not s.dropped and s.end > s.start]
+    if live:
+        reserved = max(s.end for s in live) - min(s.start for s in live)
+    else:
+        reserved = 0.0
+    reserved += overrun_hours
+    gpu = union_hours((s.start, s.end) for s in live if s.stage.uses_gpu)
+    human = union_hours((s.start, s.end) for s in live if s.stage.is_human)
+    unused = window_hours - reserved
+    return Figures(
+        window_hours=window_hours,
+        reserved_hours=_round(reserved),
+        unused_hours=_round(max(unused, 0.0)),
+        exceeds_by_hours=_round(max(-unused, 0.0)),
+        fits=unused >= 0,
+        gpu_busy_hours=_round(gpu),
+        human_hours=_round(human),
+        overrun_hours=overrun_hours,
+    )
+
+
+def overrun_options(campaign: Campaign, reserved_hours: float, overrun_hours: float,
+                    already_dropped: Iterable[str] = ()) -> tuple[Option, ...]:
+    """Longer offers of the same GPU that fit, then shortened protocols (D11)."""
+    offer = campaign.package.offer
+    options: list[Option] = []
+    for other in sorted(campaign.offers.values(), key=lambda o: (o.days, o.id)):
+        if _same_card(other, offer) and other.days > offer.days \
+                and other.window_hours >= reserved_hours:
+            cost = None if other.price is None else other.price * campaign.package.count
+            options.append(Option("offer", True, reserved_hours, offer=other.id, cost=cost))
+    base_dropped = set(already_dropped)
+    for categories in (("exploratory",), ("exploratory", "useful")):
+        drops = tuple(s.id for s in campaign.stages
+                      if s.category in categories and s.id not in base_dropped)
+        if not drops:
+            continue
+        slots = schedule(campaign.stages, offer.gpus, dropped=base_dropped | set(drops))
+        shorter = figures(slots, offer.window_hours, overrun_hours)
+        saves = _round(reserved_hours - shorter.reserved_hours)
+        options.append(Option("shorten", shorter.fits, shorter.reserved_hours, drops=drops,
+                              saves_hours=saves))
+    return tuple(options)
+
+
+def _same_card(a: Offer, b: Offer) -> bool:
+    return a.gpu == b.gpu and a.gpus == b.gpus
+
+
+def plan_campaign(campaign: Campaign, overrun_hours: float = 0.0,
+                  dropped: Iterable[str] = ()) -> Plan:
+    offer = campaign.package.offer
+    slots = schedule(campaign.stages, offer.gpus, dropped=dropped)
+    figs = figures(slots, offer.window_hours, overrun_hours)
+    options = () if figs.fits else overrun_options(campaign, figs.reserved_hours, overrun_hours,
+                                                   dropped)
+    return Plan(slots, figs, options, campaign.package.cost)
+
+
+def _round(value: float) -> float:
+    return round(value, 4)

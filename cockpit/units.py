@@ -1,0 +1,111 @@
+"""Durations and money: parsing and exact, human formatting.
+
+Money is a Decimal with its currency, never a float. A package is paid whole (D8):
+nothing here divides a price by hours.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+_UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([dhms])")
+
+
+def parse_duration(text: str) -> float:
+    """Parse "90m", "1h30m", "2d", "1.5h", "45s" into seconds; ValueError otherwise."""
+    compact = text.strip().lower().replace(" ", "")
+    if not compact:
+        raise ValueError("empty duration")
+    pos = 0
+    total = 0.0
+    for match in _DURATION_RE.finditer(compact):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(compact):
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90m, 1h30m, 2d)")
+    if total <= 0:
+        raise ValueError(f"duration must be positive: {text!r}")
+    return total
+
+
+def format_duration(seconds: float, *, signed: bool = False) -> str:
+    """Compact human duration: 2d 3h, 5h12m, 14m, 40s."""
+    sign = ""
+    if seconds < 0:
+        sign = "-"
+        seconds = -seconds
+    elif signed:
+        sign = "+"
+    s = int(round(seconds))
+    days, rest = divmod(s, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        text = f"{days}d{hours}h" if hours else f"{days}d"
+    elif hours:
+        text = f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
+    elif minutes:
+        text = f"{minutes}m"
+    else:
+        text = f"{secs}s"
+    return sign + text
+
+
+def format_hours(hours: float) -> str:
+    """Hours as a short number: 48, 1.5, 0.25."""
+    return f"{hours:.2f}".rstrip("0").rstrip(".")
+
+
+@dataclass(frozen=True)
+class Money:
+    """An exact amount with its currency."""
+
+    amount: Decimal
+    currency: str
+
+    @classmethod
+    def parse(cls, amount: object, currency: str) -> Money:
+        if isinstance(amount, bool) or not isinstance(amount, (int, float, str, Decimal)):
+            raise ValueError(f"not an amount: {amount!r}")
+        try:
+            # str() first: a float such as 47.14 must become Decimal("47.14"), not its binary value.
+            value = Decimal(str(amount).strip())
+        except InvalidOperation as exc:
+            raise ValueError(f"not an amount: {amount!r}") from exc
+        if not value.is_finite() or value < 0:
+            raise ValueError(f"amount must be a finite number >= 0: {amount!r}")
+        return cls(value, currency.upper())
+
+    def __mul__(self, count: int) -> Money:
+        return Money(self.amount * count, self.currency)
+
+    def __add__(self, other: Money) -> Money:
+        if other.currency != self.currency:
+            raise ValueError(f"cannot add {other.currency} to {self.currency}")
+        return Money(self.amount + other.amount, self.currency)
+
+    def split(self, parts: int) -> Money:
+        """The share of one of ``parts`` equal parts, rounded to the cent."""
+        share = (self.amount / parts).quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)
+        return Money(share, self.currency)
+
+    def as_json(self) -> dict[str, str]:
+        return {"amount": _plain(self.amount), "currency": self.currency}
+
+    def __str__(self) -> str:
+        return f"{_plain(self.amount)} {self.currency}"
+
+
+def _plain(value: Decimal) -> str:
+    """47.14 -> "47.14", 110 -> "110", 94.280 -> "94.28": no exponent, no trailing zeros."""
+    text = format(value, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    if "." in text and len(text.split(".")[1]) == 1:
+        text += "0"
+    return text

@@ -1,0 +1,30 @@
+"""Shared test helpers: run the real `cockpit` command in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_campaigns"
+
+
+def run_cockpit(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+                timeout: float = 60, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m cockpit ARGS`` as a user would, capturing text output."""
+    full_env = dict(os.environ)
+    full_env.pop("COCKPIT_SIMULATE_GPUS", None)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit", *args],
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, input=input,
+    )
+
+
+@pytest.fixture
+def cockpit_cli():
+    return run_cockpit
