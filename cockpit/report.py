@@ -115,6 +115,6 @@ def _plain(value: Any) -> Any:
     if callable(item):
         try:
             return item()
-        except (TypeError, ValueError):
-            return value
+        except Exception:  # torch raises RuntimeError for a multi-element tensor
+            return value  # json's default=str then writes it as text: never crash training
     return value
