@@ -1,0 +1,702 @@
+"""A scripted stand-in for the `pynvml` module of nvidia-ml-py.
+
+This module owns the fake NVML used by tests, the benchmark and
+`--simulate-gpus N`. It has the same function names, integer constants and
+exception classes (NVMLError and its per-code subclasses, built the way
+nvidia-ml-py builds them: `NVMLError(15)` is an `NVMLError_GpuIsLost` with
+`.value == 15`) as the real module, so the real adapter in `gpu.py` runs
+against it unchanged. A test checks every public name here against the
+installed pynvml so the two cannot drift.
+
+Scripting is per GPU (`FakeGpu`): values, functions that raise NotSupported,
+a GPU lost after K utilization reads, pids psutil cannot see, queued Xid/ECC
+events; per library (`FakeNvml`): init failing with any NVML code or
+exception, functions missing in an older driver (absent attribute or
+NVMLError_FunctionNotFound). `FakeNvml.simulated(n)` animates plausible
+values (sin waves plus seeded noise) from an injected clock.
+
+Use `FakeNvml(...).module()` to get a ModuleType to inject.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Literal
+
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_ALREADY_INITIALIZED = 5
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_ERROR_INSUFFICIENT_POWER = 8
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_IRQ_ISSUE = 11
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_CORRUPTED_INFOROM = 14
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_RESET_REQUIRED = 16
+NVML_ERROR_OPERATING_SYSTEM = 17
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+NVML_ERROR_IN_USE = 19
+NVML_ERROR_MEMORY = 20
+NVML_ERROR_NO_DATA = 21
+NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22
+NVML_ERROR_INSUFFICIENT_RESOURCES = 23
+NVML_ERROR_FREQ_NOT_SUPPORTED = 24
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+NVML_ERROR_DEPRECATED = 26
+NVML_ERROR_NOT_READY = 27
+NVML_ERROR_GPU_NOT_FOUND = 28
+NVML_ERROR_INVALID_STATE = 29
+NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30
+NVML_ERROR_UNKNOWN = 999
+
+
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_GRAPHICS = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_PCIE_UTIL_TX_BYTES = 0
+NVML_PCIE_UTIL_RX_BYTES = 1
+
+nvmlMemory_v2 = 0x02000028
+nvmlTemperature_v1 = 0x100000C
+
+nvmlEventTypeNone = 0x0
+nvmlEventTypeSingleBitEccError = 0x1
+nvmlEventTypeDoubleBitEccError = 0x2
+nvmlEventTypePState = 0x4
+nvmlEventTypeXidCriticalError = 0x8
+nvmlEventTypeClock = 0x10
+
+nvmlClocksEventReasonNone = 0x0
+nvmlClocksEventReasonGpuIdle = 0x1
+nvmlClocksEventReasonApplicationsClocksSetting = 0x2
+nvmlClocksEventReasonSwPowerCap = 0x4
+nvmlClocksEventReasonHwSlowdown = 0x8
+nvmlClocksEventReasonSyncBoost = 0x10
+nvmlClocksEventReasonSwThermalSlowdown = 0x20
+nvmlClocksEventReasonHwThermalSlowdown = 0x40
+nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x80
+nvmlClocksEventReasonDisplayClockSetting = 0x100
+
+nvmlClocksThrottleReasonNone = 0x0
+nvmlClocksThrottleReasonGpuIdle = 0x1
+nvmlClocksThrottleReasonApplicationsClocksSetting = 0x2
+nvmlClocksThrottleReasonSwPowerCap = 0x4
+nvmlClocksThrottleReasonHwSlowdown = 0x8
+nvmlClocksThrottleReasonSyncBoost = 0x10
+nvmlClocksThrottleReasonSwThermalSlowdown = 0x20
+nvmlClocksThrottleReasonHwThermalSlowdown = 0x40
+nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x80
+nvmlClocksThrottleReasonDisplayClockSetting = 0x100
+nvmlClocksThrottleReasonBoardLimit = 0x200
+nvmlClocksThrottleReasonReliability = 0x400
+
+
+class NVMLLibraryMismatchError(Exception):
+    """Raised by pynvml's unversioned wrappers when the library lacks the symbol."""
+
+
+class NVMLError(Exception):
+    """Base NVML error; `NVMLError(code)` returns the subclass for that code."""
+
+    _code: int = NVML_ERROR_UNKNOWN
+    _valClassMapping: dict[int, type[NVMLError]] = {}
+    value: int
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        NVMLError._valClassMapping[cls._code] = cls
+
+    def __new__(cls, *args: Any) -> NVMLError:
+        if cls is NVMLError:
+            value = int(args[0]) if args else NVML_ERROR_UNKNOWN
+            cls = NVMLError._valClassMapping.get(value, NVMLError)
+        else:
+            value = cls._code
+        obj = Exception.__new__(cls)
+        obj.value = value
+        return obj
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(self.value)
+
+    def __str__(self) -> str:
+        return _ERROR_STRINGS.get(self.value, f"NVML Error with code {self.value}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NVMLError) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+_ERROR_STRINGS: dict[int, str] = {
+    1: "Uninitialized",
+    2: "Invalid Argument",
+    3: "Not Supported",
+    4: "Insufficient Permissions",
+    5: "Already Initialized",
+    6: "Not Found",
+    7: "Insufficient Size",
+    8: "Insufficient External Power",
+    9: "Driver Not Loaded",
+    10: "Timeout",
+    11: "Interrupt Request Issue",
+    12: "NVML Shared Library Not Found",
+    13: "Function Not Found",
+    14: "Corrupted infoROM",
+    15: "GPU is lost",
+    16: "GPU requires restart",
+    17: "The operating system has blocked the request.",
+    18: "RM has detected an NVML/RM version mismatch.",
+    20: "Insufficient Memory",
+    999: "Unknown Error",
+}
+
+
+class NVMLError_Uninitialized(NVMLError):
+    _code = NVML_ERROR_UNINITIALIZED
+
+
+class NVMLError_InvalidArgument(NVMLError):
+    _code = NVML_ERROR_INVALID_ARGUMENT
+
+
+class NVMLError_NotSupported(NVMLError):
+    _code = NVML_ERROR_NOT_SUPPORTED
+
+
+class NVMLError_NoPermission(NVMLError):
+    _code = NVML_ERROR_NO_PERMISSION
+
+
+class NVMLError_AlreadyInitialized(NVMLError):
+    _code = NVML_ERROR_ALREADY_INITIALIZED
+
+
+class NVMLError_NotFound(NVMLError):
+    _code = NVML_ERROR_NOT_FOUND
+
+
+class NVMLError_InsufficientSize(NVMLError):
+    _code = NVML_ERROR_INSUFFICIENT_SIZE
+
+
+class NVMLError_InsufficientPower(NVMLError):
+    _code = NVML_ERROR_INSUFFICIENT_POWER
+
+
+class NVMLError_DriverNotLoaded(NVMLError):
+    _code = NVML_ERROR_DRIVER_NOT_LOADED
+
+
+class NVMLError_Timeout(NVMLError):
+    _code = NVML_ERROR_TIMEOUT
+
+
+class NVMLError_IrqIssue(NVMLError):
+    _code = NVML_ERROR_IRQ_ISSUE
+
+
+class NVMLError_LibraryNotFound(NVMLError):
+    _code = NVML_ERROR_LIBRARY_NOT_FOUND
+
+
+class NVMLError_FunctionNotFound(NVMLError):
+    _code = NVML_ERROR_FUNCTION_NOT_FOUND
+
+
+class NVMLError_CorruptedInforom(NVMLError):
+    _code = NVML_ERROR_CORRUPTED_INFOROM
+
+
+class NVMLError_GpuIsLost(NVMLError):
+    _code = NVML_ERROR_GPU_IS_LOST
+
+
+class NVMLError_ResetRequired(NVMLError):
+    _code = NVML_ERROR_RESET_REQUIRED
+
+
+class NVMLError_OperatingSystem(NVMLError):
+    _code = NVML_ERROR_OPERATING_SYSTEM
+
+
+class NVMLError_LibRmVersionMismatch(NVMLError):
+    _code = NVML_ERROR_LIB_RM_VERSION_MISMATCH
+
+
+class NVMLError_InUse(NVMLError):
+    _code = NVML_ERROR_IN_USE
+
+
+class NVMLError_Memory(NVMLError):
+    _code = NVML_ERROR_MEMORY
+
+
+class NVMLError_NoData(NVMLError):
+    _code = NVML_ERROR_NO_DATA
+
+
+class NVMLError_VgpuEccNotSupported(NVMLError):
+    _code = NVML_ERROR_VGPU_ECC_NOT_SUPPORTED
+
+
+class NVMLError_InsufficientResources(NVMLError):
+    _code = NVML_ERROR_INSUFFICIENT_RESOURCES
+
+
+class NVMLError_FreqNotSupported(NVMLError):
+    _code = NVML_ERROR_FREQ_NOT_SUPPORTED
+
+
+class NVMLError_ArgumentVersionMismatch(NVMLError):
+    _code = NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+
+
+class NVMLError_Deprecated(NVMLError):
+    _code = NVML_ERROR_DEPRECATED
+
+
+class NVMLError_NotReady(NVMLError):
+    _code = NVML_ERROR_NOT_READY
+
+
+class NVMLError_GpuNotFound(NVMLError):
+    _code = NVML_ERROR_GPU_NOT_FOUND
+
+
+class NVMLError_InvalidState(NVMLError):
+    _code = NVML_ERROR_INVALID_STATE
+
+
+class NVMLError_ResetTypeNotSupported(NVMLError):
+    _code = NVML_ERROR_RESET_TYPE_NOT_SUPPORTED
+
+
+class NVMLError_Unknown(NVMLError):
+    _code = NVML_ERROR_UNKNOWN
+
+
+# --- scripted devices -------------------------------------------------------
+
+GIB = 2**30
+# Linux caps pid_max at 2**22, so these pids can never exist on the machine:
+# simulated processes are described by the fake itself, never by psutil.
+SIM_PID_BASE = 2**22 + 1000
+
+MissingAs = Literal["absent", "raise"]
+
+
+@dataclass
+class FakeHandle:
+    """Opaque device handle, like pynvml's c_nvmlDevice_t pointer."""
+
+    index: int
+
+
+@dataclass
+class FakeUtilization:
+    gpu: int
+    memory: int
+
+
+@dataclass
+class FakeMemory:
+    total: int
+    free: int
+    used: int
+
+
+@dataclass
+class FakeProcessInfo:
+    pid: int
+    usedGpuMemory: int | None
+    gpuInstanceId: int = 0xFFFFFFFF
+    computeInstanceId: int = 0xFFFFFFFF
+
+
+@dataclass
+class FakeEventData:
+    device: FakeHandle
+    eventType: int
+    eventData: int
+    gpuInstanceId: int = 0xFFFFFFFF
+    computeInstanceId: int = 0xFFFFFFFF
+
+
+@dataclass
+class FakeEventSet:
+    registered: dict[int, int] = field(default_factory=dict)  # gpu index -> event mask
+    freed: bool = False
+
+
+@dataclass
+class FakeGpu:
+    """The script for one GPU. Mutate fields between samples to move values."""
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    uuid: str | None = None  # default: derived from the index
+    mem_total: int = 80 * GIB
+    mem_used: int = 1 * GIB
+    util: int = 0
+    mem_util: int = 0
+    temp: int = 35
+    power_mw: int = 70_000
+    power_limit_mw: int = 700_000
+    sm_clock: int = 1980
+    mem_clock: int = 2619
+    fan: int = 30
+    throttle: int = 0
+    ecc_uncorrected: int = 0
+    processes: list[tuple[int, int | None]] = field(default_factory=list)
+    # Function names that raise NVMLError_NotSupported on this GPU.
+    unsupported: set[str] = field(default_factory=set)
+    # Function name -> NVML error code raised on this GPU (e.g. NoPermission).
+    errors: dict[str, int] = field(default_factory=dict)
+    # The GPU falls off the bus after this many utilization reads.
+    lost_after: int | None = None
+    lost_code: int = NVML_ERROR_GPU_IS_LOST
+    lost: bool = False
+    # nvmlDeviceGetHandleByIndex raises this code (GPU broken before we start).
+    handle_error: int | None = None
+    event_types: int = (
+        nvmlEventTypeSingleBitEccError
+        | nvmlEventTypeDoubleBitEccError
+        | nvmlEventTypeXidCriticalError
+    )
+    util_reads: int = 0
+
+
+class FakeNvml:
+    """Scripted NVML library state; `module()` exposes it as a pynvml-like module."""
+
+    def __init__(
+        self,
+        gpus: Iterable[FakeGpu] | int = 1,
+        *,
+        driver: str = "550.54.15",
+        init_error: int | None = None,
+        init_exception: BaseException | None = None,
+        missing: Iterable[str] = (),
+        missing_as: MissingAs = "raise",
+    ) -> None:
+        if isinstance(gpus, int):
+            gpus = [FakeGpu() for _ in range(gpus)]
+        self.gpus: list[FakeGpu] = list(gpus)
+        for i, g in enumerate(self.gpus):
+            if g.uuid is None:
+                g.uuid = f"GPU-fake{i:04d}-0000-0000-0000-{i:012d}"
+        self.driver = driver
+        self.init_error = init_error
+        self.init_exception = init_exception
+        self.missing: set[str] = set(missing)
+        self.missing_as: MissingAs = missing_as
+        self.initialized = 0
+        self.calls: Counter[str] = Counter()
+        self.event_sets: list[FakeEventSet] = []
+        self._events: deque[tuple[int, int, int]] = deque()
+        self._handles = [FakeHandle(i) for i in range(len(self.gpus))]
+        self._sim: _Simulation | None = None
+
+    # --- scripting helpers (not part of the pynvml surface) ------------------
+
+    @classmethod
+    def simulated(
+        cls, n: int, *, seed: int = 0, clock: Callable[[], float] = time.monotonic
+    ) -> FakeNvml:
+        """N GPUs with plausible moving values, deterministic for a given seed."""
+        # like an SXM datacenter GPU: no fan to report
+        fake = cls([FakeGpu(unsupported={"nvmlDeviceGetFanSpeed"}) for _ in range(n)])
+        for i, g in enumerate(fake.gpus):
+            g.uuid = f"GPU-sim{i:05d}-5eed-{seed:04d}-0000-{i:012d}"
+            g.processes = [(SIM_PID_BASE + i, 0)]
+        fake._sim = _Simulation(fake.gpus, seed, clock)
+        return fake
+
+    def describe_process(self, pid: int) -> tuple[str, str] | None:
+        """User and command of a simulated process (psutil cannot see them)."""
+        if self._sim is not None and SIM_PID_BASE <= pid < SIM_PID_BASE + len(self.gpus):
+            i = pid - SIM_PID_BASE
+            return ("sim", f"python train.py --rank {i} (simulated)")
+        return None
+
+    def queue_xid(self, index: int, xid: int) -> None:
+        self._events.append((index, nvmlEventTypeXidCriticalError, xid))
+
+    def queue_ecc_event(self, index: int, double_bit: bool = True) -> None:
+        kind = nvmlEventTypeDoubleBitEccError if double_bit else nvmlEventTypeSingleBitEccError
+        self._events.append((index, kind, 0))
+
+    def lose(self, index: int, code: int = NVML_ERROR_GPU_IS_LOST) -> None:
+        self.gpus[index].lost = True
+        self.gpus[index].lost_code = code
+
+    def module(self) -> ModuleType:
+        """A module object with pynvml's names bound to this fake's state."""
+        mod = ModuleType("pynvml", "scripted fake of nvidia-ml-py's pynvml")
+        for name, value in PUBLIC_NAMES.items():
+            setattr(mod, name, value)
+        for name in FUNCTION_NAMES:
+            if name in self.missing and self.missing_as == "absent":
+                continue
+            setattr(mod, name, getattr(self, name))
+        mod._fake = self  # type: ignore[attr-defined]  # lets tests reach the script
+        return mod
+
+    # --- internals -----------------------------------------------------------
+
+    def _enter(self, name: str, handle: FakeHandle | None = None) -> FakeGpu | None:
+        self.calls[name] += 1
+        if name in self.missing:
+            raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
+        if not self.initialized:
+            raise NVMLError(NVML_ERROR_UNINITIALIZED)
+        if handle is None:
+            return None
+        gpu = self.gpus[handle.index]
+        if gpu.lost:
+            raise NVMLError(gpu.lost_code)
+        if name in gpu.unsupported:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        if name in gpu.errors:
+            raise NVMLError(gpu.errors[name])
+        if self._sim is not None:
+            self._sim.animate(handle.index)
+        return gpu
+
+    def _gpu(self, name: str, handle: FakeHandle) -> FakeGpu:
+        gpu = self._enter(name, handle)
+        assert gpu is not None
+        return gpu
+
+    # --- the pynvml surface ----------------------------------------------------
+
+    def nvmlInit(self) -> None:
+        self.calls["nvmlInit"] += 1
+        if self.init_exception is not None:
+            raise self.init_exception
+        if self.init_error is not None:
+            raise NVMLError(self.init_error)
+        self.initialized += 1
+
+    def nvmlInitWithFlags(self, flags: int) -> None:
+        self.nvmlInit()
+
+    def nvmlShutdown(self) -> None:
+        self._enter("nvmlShutdown")
+        self.initialized -= 1
+
+    def nvmlErrorString(self, result: int) -> str:
+        return _ERROR_STRINGS.get(result, "Unknown Error")
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._enter("nvmlSystemGetDriverVersion")
+        return self.driver
+
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        self._enter("nvmlSystemGetNVMLVersion")
+        return "12." + self.driver
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._enter("nvmlDeviceGetCount")
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
+        self._enter("nvmlDeviceGetHandleByIndex")
+        if not 0 <= index < len(self.gpus):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        gpu = self.gpus[index]
+        if gpu.handle_error is not None:
+            raise NVMLError(gpu.handle_error)
+        if gpu.lost:
+            raise NVMLError(gpu.lost_code)
+        return self._handles[index]
+
+    def nvmlDeviceGetIndex(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetIndex")
+        return handle.index
+
+    def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
+        return self._gpu("nvmlDeviceGetName", handle).name
+
+    def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
+        return self._gpu("nvmlDeviceGetUUID", handle).uuid or ""
+
+    def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> FakeUtilization:
+        gpu = self._gpu("nvmlDeviceGetUtilizationRates", handle)
+        if gpu.lost_after is not None and gpu.util_reads >= gpu.lost_after:
+            gpu.lost = True
+            raise NVMLError(gpu.lost_code)
+        gpu.util_reads += 1
+        return FakeUtilization(gpu=gpu.util, memory=gpu.mem_util)
+
+    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> FakeMemory:
+        gpu = self._gpu("nvmlDeviceGetMemoryInfo", handle)
+        if version and "nvmlDeviceGetMemoryInfo_v2" in self.missing:
+            # the Python wrapper exists; the C symbol of an older driver does not
+            raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
+        return FakeMemory(total=gpu.mem_total, free=gpu.mem_total - gpu.mem_used, used=gpu.mem_used)
+
+    def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
+        return self._gpu("nvmlDeviceGetPowerUsage", handle).power_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
+        return self._gpu("nvmlDeviceGetEnforcedPowerLimit", handle).power_limit_mw
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle: FakeHandle) -> int:
+        return self._gpu("nvmlDeviceGetPowerManagementLimit", handle).power_limit_mw
+
+    def nvmlDeviceGetTemperatureV(
+        self, handle: FakeHandle, sensor: int, version: int = nvmlTemperature_v1
+    ) -> int:
+        return self._gpu("nvmlDeviceGetTemperatureV", handle).temp
+
+    def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
+        return self._gpu("nvmlDeviceGetTemperature", handle).temp
+
+    def nvmlDeviceGetFanSpeed(self, handle: FakeHandle) -> int:
+        return self._gpu("nvmlDeviceGetFanSpeed", handle).fan
+
+    def nvmlDeviceGetClockInfo(self, handle: FakeHandle, type: int) -> int:
+        gpu = self._gpu("nvmlDeviceGetClockInfo", handle)
+        if type == NVML_CLOCK_MEM:
+            return gpu.mem_clock
+        return gpu.sm_clock
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
+        return self._gpu("nvmlDeviceGetCurrentClocksEventReasons", handle).throttle
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:
+        return self._gpu("nvmlDeviceGetCurrentClocksThrottleReasons", handle).throttle
+
+    def _processes(self, name: str, handle: FakeHandle) -> list[FakeProcessInfo]:
+        gpu = self._gpu(name, handle)
+        return [FakeProcessInfo(pid=pid, usedGpuMemory=mem) for pid, mem in gpu.processes]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[FakeProcessInfo]:
+        return self._processes("nvmlDeviceGetComputeRunningProcesses", handle)
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeHandle) -> list[FakeProcessInfo]:
+        return self._processes("nvmlDeviceGetComputeRunningProcesses_v2", handle)
+
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: FakeHandle) -> list[FakeProcessInfo]:
+        return self._processes("nvmlDeviceGetComputeRunningProcesses_v3", handle)
+
+    def nvmlDeviceGetTotalEccErrors(
+        self, handle: FakeHandle, errorType: int, counterType: int
+    ) -> int:
+        gpu = self._gpu("nvmlDeviceGetTotalEccErrors", handle)
+        return gpu.ecc_uncorrected if errorType == NVML_MEMORY_ERROR_TYPE_UNCORRECTED else 0
+
+    def nvmlDeviceGetPcieThroughput(self, device: FakeHandle, counter: int) -> int:
+        self._gpu("nvmlDeviceGetPcieThroughput", device)
+        return 1_000_000
+
+    def nvmlDeviceGetSupportedEventTypes(self, handle: FakeHandle) -> int:
+        return self._gpu("nvmlDeviceGetSupportedEventTypes", handle).event_types
+
+    def nvmlEventSetCreate(self) -> FakeEventSet:
+        self._enter("nvmlEventSetCreate")
+        es = FakeEventSet()
+        self.event_sets.append(es)
+        return es
+
+    def nvmlDeviceRegisterEvents(
+        self, handle: FakeHandle, eventTypes: int, eventSet: FakeEventSet
+    ) -> None:
+        gpu = self._gpu("nvmlDeviceRegisterEvents", handle)
+        if eventTypes & ~gpu.event_types:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        eventSet.registered[handle.index] = eventSet.registered.get(handle.index, 0) | eventTypes
+
+    def nvmlEventSetWait(self, eventSet: FakeEventSet, timeoutms: int) -> FakeEventData:
+        self._enter("nvmlEventSetWait")
+        while self._events:
+            index, kind, data = self._events.popleft()
+            if eventSet.registered.get(index, 0) & kind:
+                return FakeEventData(device=self._handles[index], eventType=kind, eventData=data)
+        # timeout 0 and nothing pending: pynvml raises NVMLError_Timeout
+        raise NVMLError(NVML_ERROR_TIMEOUT)
+
+    def nvmlEventSetFree(self, eventSet: FakeEventSet) -> None:
+        self._enter("nvmlEventSetFree")
+        eventSet.freed = True
+
+
+class _Simulation:
+    """Moves the scripted values of each GPU as smooth waves plus seeded noise."""
+
+    def __init__(self, gpus: list[FakeGpu], seed: int, clock: Callable[[], float]) -> None:
+        self.gpus = gpus
+        self.clock = clock
+        self.t0 = clock()
+        self.rngs = [random.Random(seed * 1000 + i) for i in range(len(gpus))]
+        self.phase = [r.uniform(0, 2 * math.pi) for r in self.rngs]
+        self.last_t: list[float | None] = [None] * len(gpus)
+        self.temp = [40.0] * len(gpus)
+        for g in gpus:
+            g.mem_total = 80 * GIB
+            g.power_limit_mw = 700_000
+
+    def animate(self, i: int) -> None:
+        t = self.clock() - self.t0
+        if self.last_t[i] == t:  # one update per tick, however many calls read it
+            return
+        self.last_t[i] = t
+        g, rng, ph = self.gpus[i], self.rngs[i], self.phase[i]
+        util = 72 + 22 * math.sin(2 * math.pi * t / 97 + ph) + rng.gauss(0, 3)
+        # a short dip every ~10 minutes, like an eval or checkpoint save
+        if (t + ph * 60) % 600 < 20:
+            util = rng.uniform(0, 4)
+        util = min(100.0, max(0.0, util))
+        g.util = int(util)
+        g.mem_util = int(util * 0.55)
+        g.mem_used = int(g.mem_total * (0.62 + 0.06 * math.sin(t / 300 + ph)))
+        g.power_mw = int(g.power_limit_mw * (0.12 + 0.8 * util / 100))
+        # temperature follows load with a lag
+        self.temp[i] += (32 + 45 * util / 100 - self.temp[i]) * 0.05
+        g.temp = int(self.temp[i])
+        g.sm_clock = int(1410 + 570 * util / 100)
+        g.mem_clock = 2619
+        g.throttle = (
+            nvmlClocksEventReasonSwPowerCap
+            if g.power_mw > 0.9 * g.power_limit_mw
+            else nvmlClocksEventReasonGpuIdle
+            if util < 5
+            else 0
+        )
+        g.processes = [(SIM_PID_BASE + i, int(g.mem_used - 600 * 2**20))]
+
+
+def _public_names() -> dict[str, Any]:
+    names: dict[str, Any] = {}
+    for name, value in globals().items():
+        if name.startswith(("NVML", "nvml")) and (
+            isinstance(value, int) or (isinstance(value, type) and issubclass(value, Exception))
+        ):
+            names[name] = value
+    return names
+
+
+PUBLIC_NAMES: dict[str, Any] = _public_names()
+FUNCTION_NAMES: tuple[str, ...] = tuple(
+    n for n in vars(FakeNvml) if n.startswith("nvml") and callable(getattr(FakeNvml, n))
+)

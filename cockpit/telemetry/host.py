@@ -1,0 +1,132 @@
+"""Host telemetry through psutil: CPU, load, memory, swap, disks, the cockpit itself.
+
+This module owns `HostSampler`. Disks are given as paths (campaign folder,
+checkpoint folder, dataset cache...) and reported once per filesystem, with
+a low-disk warning under a threshold in bytes. Disk and swap numbers are
+refreshed every few seconds, not every tick: a stalled network mount can make
+statvfs slow, and swap is the most expensive psutil read. Failures of one
+reading (a vanished path, no swap info in a container) degrade that part only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import psutil
+
+from cockpit.telemetry.model import DiskInfo, HostInfo
+
+
+def format_bytes(n: float) -> str:
+    """Short binary size, e.g. '3.2 GiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover - loop always returns
+
+
+def _existing(path: Path) -> Path | None:
+    # a checkpoint folder that does not exist yet lives on its parent's disk
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+class HostSampler:
+    """One `sample()` per tick; cheap (a few psutil calls)."""
+
+    def __init__(
+        self,
+        paths: Sequence[Path] = (),
+        disk_warn_bytes: int = 10 * 2**30,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        disk_interval_s: float = 5.0,
+    ) -> None:
+        self.paths = tuple(Path(p) for p in paths)
+        self.disk_warn_bytes = disk_warn_bytes
+        self._clock = clock
+        self._disk_interval = disk_interval_s
+        self._next_disk = -float("inf")
+        self._disks: tuple[DiskInfo, ...] = ()
+        self._disk_warnings: tuple[str, ...] = ()
+        self._swap: tuple[int, int] = (0, 0)
+        self._cpu_count = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+        self._own = psutil.Process()
+        # psutil's first cpu_percent(None) is always 0.0: prime both now
+        psutil.cpu_percent(interval=None)
+        self._own.cpu_percent(interval=None)
+
+    def sample(self) -> HostInfo:
+        now = self._clock()
+        warnings: list[str] = []
+        cpu = float(psutil.cpu_percent(interval=None))
+        try:
+            load1: float | None = float(psutil.getloadavg()[0])
+        except (OSError, AttributeError):
+            load1 = None
+        vm = psutil.virtual_memory()
+        with self._own.oneshot():
+            # percent of one core, like top: 200.0 means two cores busy
+            own_cpu = float(self._own.cpu_percent(interval=None))
+            own_rss = int(self._own.memory_info().rss)
+        if now >= self._next_disk:
+            self._next_disk = now + self._disk_interval
+            self._disks, self._disk_warnings = self._read_disks()
+            self._swap = self._read_swap()  # parses /proc/vmstat too: not every tick
+        warnings.extend(self._disk_warnings)
+        return HostInfo(
+            cpu_percent=cpu,
+            cpu_count=self._cpu_count,
+            load1=load1,
+            mem_used=int(vm.total - vm.available),  # what top calls used, minus cache
+            mem_total=int(vm.total),
+            swap_used=self._swap[0],
+            swap_total=self._swap[1],
+            disks=self._disks,
+            own_cpu_percent=own_cpu,
+            own_rss=own_rss,
+            warnings=tuple(warnings),
+        )
+
+    @staticmethod
+    def _read_swap() -> tuple[int, int]:
+        try:
+            sw = psutil.swap_memory()
+        except (OSError, RuntimeError):
+            return 0, 0  # some containers hide swap entirely
+        return int(sw.used), int(sw.total)
+
+    def _read_disks(self) -> tuple[tuple[DiskInfo, ...], tuple[str, ...]]:
+        disks: list[DiskInfo] = []
+        warnings: list[str] = []
+        seen: set[int] = set()
+        for path in self.paths:
+            existing = _existing(path)
+            if existing is None:
+                warnings.append(f"disk: {path} not found")
+                continue
+            try:
+                dev = os.stat(existing).st_dev
+                if dev in seen:  # same filesystem as an earlier path
+                    continue
+                usage = psutil.disk_usage(str(existing))
+            except OSError as exc:
+                warnings.append(f"disk: cannot read {path}: {exc.strerror or exc}")
+                continue
+            seen.add(dev)
+            low = usage.free < self.disk_warn_bytes
+            disks.append(
+                DiskInfo(path=str(path), free=int(usage.free), total=int(usage.total), low=low)
+            )
+            if low:
+                warnings.append(
+                    f"low disk: {path} has {format_bytes(usage.free)} free "
+                    f"(warning under {format_bytes(self.disk_warn_bytes)})"
+                )
+        return tuple(disks), tuple(warnings)
