@@ -53,12 +53,122 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overrun", type=_duration_hours, default=0.0, metavar="DURATION",
                    help="what-if: add this much to the plan's end-to-end duration (e.g. 30h)")
     p.set_defaults(handler=cmd_plan)
+
+    p = sub.add_parser("status", help="what the cockpit would show now (reads only)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--line", action="store_true", help="one short line for a tmux status bar")
+    _simulate(p)
+    p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("headless", help="run the cockpit without a screen")
+    p.add_argument("file")
+    p.add_argument("--interval", type=_positive_seconds, default=1.0, metavar="SECONDS")
+    p.add_argument("--auto", action="store_true",
+                   help="start each stage when it is ready (stops at decision points)")
+    p.add_argument("--until-done", action="store_true",
+                   help="exit when nothing more can happen without a person (0 / 1 / 3)")
+    p.add_argument("--status-log", default=None, metavar="PATH",
+                   help="one JSON line per tick (default .cockpit/status.jsonl; rotated)")
+    p.add_argument("--log", default=None, metavar="PATH",
+                   help="also write the event lines to this file (rotated)")
+    p.add_argument("--prom", default=None, metavar="PATH",
+                   help="write the Prometheus textfile here each tick (atomic)")
+    _simulate(p)
+    p.set_defaults(handler=cmd_headless)
+
+    p = sub.add_parser("tui", help="the cockpit on screen (also: cockpit FILE)")
+    p.add_argument("file")
+    p.add_argument("--interval", type=_positive_seconds, default=1.0, metavar="SECONDS")
+    p.add_argument("--theme", default=None, help="default, light or high-contrast")
+    p.add_argument("--auto", action="store_true",
+                   help="start each stage when it is ready (stops at decision points)")
+    p.add_argument("--no-mouse", action="store_true", help="for slow SSH links")
+    _simulate(p)
+    p.set_defaults(handler=cmd_tui)
+
+    p = sub.add_parser("verify", help="reload a run's checkpoint in a fresh process (D17)")
+    p.add_argument("file")
+    p.add_argument("run", metavar="RUN_OR_STAGE")
+    p.add_argument("--checkpoint", default=None, metavar="first|newest|PATH",
+                   help="which checkpoint (default newest; first with --resume)")
+    p.add_argument("--resume", action="store_true",
+                   help="resume equivalence: restart from it for N steps and compare")
+    p.set_defaults(handler=cmd_verify)
+
+    p = sub.add_parser("start", help="launch a stage's command, detached")
+    p.add_argument("file")
+    p.add_argument("stage")
+    p.add_argument("--force", action="store_true", help="start even if its GPU is held")
+    p.set_defaults(handler=cmd_start)
+
+    p = sub.add_parser("mark", help="mark a stage without a command started, done or skipped")
+    p.add_argument("file")
+    p.add_argument("stage")
+    p.add_argument("what", choices=["started", "done", "skipped"])
+    p.add_argument("--note", default=None)
+    p.set_defaults(handler=cmd_mark)
+
+    p = sub.add_parser("stop", help="stop a run (SIGTERM, grace, SIGKILL) and record why")
+    p.add_argument("file")
+    p.add_argument("target", metavar="RUN_OR_STAGE")
+    p.add_argument("--reason", required=True)
+    p.set_defaults(handler=cmd_stop)
+
+    p = sub.add_parser("decide", help="record the decision at a decision point (D4)")
+    p.add_argument("file")
+    p.add_argument("outcome", choices=["continue", "limit", "revise"])
+    p.add_argument("--stage", default=None)
+    p.add_argument("--drop", nargs="+", default=[], metavar="STAGE")
+    p.add_argument("--note", required=True)
+    p.set_defaults(handler=cmd_decide)
+
+    p = sub.add_parser("accept", help="accept a run's result (never a stopped run, D15)")
+    p.add_argument("file")
+    p.add_argument("run")
+    p.add_argument("--note", default=None)
+    p.set_defaults(handler=cmd_accept)
+
+    p = sub.add_parser("note", help="record an explanation on a stage (D24)")
+    p.add_argument("file")
+    p.add_argument("stage")
+    p.add_argument("text")
+    p.set_defaults(handler=cmd_note)
+
+    p = sub.add_parser("cost", help="record another cost, kept apart from the rental (D20)")
+    p.add_argument("file")
+    p.add_argument("label")
+    p.add_argument("amount")
+    p.add_argument("--currency", default="USD")
+    p.set_defaults(handler=cmd_cost)
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 86400:
+        raise argparse.ArgumentTypeError(f"interval must be between 0 and 86400 s: {text!r}")
+    return value
+
+
+def _simulate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--simulate-gpus", type=int, default=None, metavar="N",
+                   help="drive N simulated GPUs (labelled SIMULATED); also COCKPIT_SIMULATE_GPUS")
+
+
+COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "start", "mark", "stop",
+            "decide", "accept", "note", "cost")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and not words[0].startswith("-") and words[0] not in COMMANDS:
+        words.insert(0, "tui")  # `cockpit FILE` opens the cockpit
+    args = parser.parse_args(words)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
@@ -78,6 +188,189 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cockpit: internal error: {type(exc).__name__}: {exc} "
               "(set COCKPIT_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
+
+
+def _engine(args: argparse.Namespace, **kwargs: Any) -> Any:
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+
+    return Engine(load_campaign(args.file), **kwargs)
+
+
+def _print_written(events: list[dict[str, Any]] | dict[str, Any]) -> None:
+    from cockpit.engine import describe_event
+
+    for event in events if isinstance(events, list) else [events]:
+        print(f"journal #{event['seq']} {event['t']} {describe_event(event)}")
+
+
+def _acting(handler: Handler) -> Handler:
+    """Actions refused for a reason (not bad input) print it and exit 1."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        from cockpit.engine import ActionRefused
+        from cockpit.journal import JournalError
+
+        try:
+            return handler(args)
+        except ActionRefused as exc:
+            print(f"cockpit {args.command}: refused: {exc}", file=sys.stderr)
+            return 1
+        except JournalError as exc:
+            print(f"cockpit {args.command}: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+
+    return wrapped
+
+
+@_acting
+def cmd_start(args: argparse.Namespace) -> int:
+    _print_written(_engine(args, actor="cli").start(args.stage, force=args.force))
+    return EXIT_OK
+
+
+@_acting
+def cmd_mark(args: argparse.Namespace) -> int:
+    _print_written(_engine(args, actor="cli").mark(args.stage, args.what, args.note))
+    return EXIT_OK
+
+
+@_acting
+def cmd_stop(args: argparse.Namespace) -> int:
+    engine = _engine(args, actor="cli")
+    event = engine.stop(args.target, args.reason)
+    _print_written(event)
+    grace = engine.campaign.settings.stop_grace_s
+    if not engine.wait_stopped(event["run"], timeout=grace + 10):
+        print(f"cockpit stop: run {event['run']} still alive after {grace + 10:g} s",
+              file=sys.stderr)
+        return 1
+    _print_written([e for e in engine.journal.events() if e["seq"] > event["seq"]])
+    return EXIT_OK
+
+
+@_acting
+def cmd_verify(args: argparse.Namespace) -> int:
+    engine = _engine(args, actor="cli")
+    if args.resume:
+        event = engine.verify_resume(args.run, args.checkpoint or "first")
+        _print_written(event)
+        return EXIT_OK if event["ok"] else 1
+    event = engine.verify(args.run, args.checkpoint or "newest")
+    _print_written(event)
+    print(f"  layout: {event.get('layout')} · load {event.get('load_seconds')} s")
+    for word in event.get("missing") or []:
+        print(f"  missing: {word}")
+    for warning in event.get("warnings") or []:
+        print(f"  warning: {warning}")
+    return EXIT_OK if event["ok"] else 1
+
+
+@_acting
+def cmd_decide(args: argparse.Namespace) -> int:
+    _print_written(_engine(args, actor="cli").decide(args.outcome, stage=args.stage,
+                                                     drops=args.drop, note=args.note))
+    return EXIT_OK
+
+
+@_acting
+def cmd_accept(args: argparse.Namespace) -> int:
+    _print_written(_engine(args, actor="cli").accept(args.run, args.note))
+    return EXIT_OK
+
+
+@_acting
+def cmd_note(args: argparse.Namespace) -> int:
+    _print_written(_engine(args, actor="cli").note(args.stage, args.text))
+    return EXIT_OK
+
+
+@_acting
+def cmd_cost(args: argparse.Namespace) -> int:
+    _print_written(_engine(args, actor="cli").cost(args.label, args.amount, args.currency))
+    return EXIT_OK
+
+
+def _samplers(campaign: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from cockpit.engine import default_samplers
+    from cockpit.telemetry import simulate_count_from_env
+
+    gpu, host = default_samplers(campaign, simulate_count_from_env(args.simulate_gpus))
+    return {"gpu_sampler": gpu, "host_sampler": host}
+
+
+# A headless instance writes a status line each tick; one fresher than this is "live".
+LIVE_STATUS_S = 15.0
+
+
+def _line_from_status_log(file: str) -> str | None:
+    import time
+    from pathlib import Path
+
+    from cockpit.statuslog import read_last_line, status_line
+
+    log = Path(file).resolve().parent / ".cockpit" / "status.jsonl"
+    try:
+        if time.time() - log.stat().st_mtime > LIVE_STATUS_S:
+            return None
+    except OSError:
+        return None
+    last = read_last_line(log)
+    if last is None:
+        return None
+    try:
+        return status_line(json.loads(last))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@_acting
+def cmd_status(args: argparse.Namespace) -> int:
+    if args.line:
+        line = _line_from_status_log(args.file)
+        if line is not None:
+            print(line)
+            return EXIT_OK
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+    from cockpit.render_text import status_text
+    from cockpit.snapshot import snapshot_json
+    from cockpit.statuslog import compact_json, status_line
+
+    campaign = load_campaign(args.file)
+    if args.line:
+        # No long NVML init for a status bar: GPUs show as n/a unless simulated.
+        samplers = _samplers(campaign, args) if args.simulate_gpus else {}
+        engine = Engine(campaign, read_only=True, **samplers)
+        try:
+            print(status_line(compact_json(engine.tick())))
+        finally:
+            engine.close()
+        return EXIT_OK
+    engine = Engine(campaign, read_only=True, **_samplers(campaign, args))
+    try:
+        snap = engine.tick()
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps(snapshot_json(snap), indent=2))
+    else:
+        print(status_text(snap))
+    return EXIT_OK
+
+
+@_acting
+def cmd_tui(args: argparse.Namespace) -> int:
+    from cockpit.tui.app import run_tui
+
+    return run_tui(args)
+
+
+@_acting
+def cmd_headless(args: argparse.Namespace) -> int:
+    from cockpit.headless import run_headless
+
+    return run_headless(args)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -95,13 +95,13 @@ class Money:
         return Money(share, self.currency)
 
     def as_json(self) -> dict[str, str]:
-        return {"amount": _plain(self.amount), "currency": self.currency}
+        return {"amount": plain_amount(self.amount), "currency": self.currency}
 
     def __str__(self) -> str:
-        return f"{_plain(self.amount)} {self.currency}"
+        return f"{plain_amount(self.amount)} {self.currency}"
 
 
-def _plain(value: Decimal) -> str:
+def plain_amount(value: Decimal) -> str:
     """47.14 -> "47.14", 110 -> "110", 94.280 -> "94.28": no exponent, no trailing zeros."""
     text = format(value, "f")
     if "." in text:

@@ -1,8 +1,18 @@
 """The campaign plan: frozen model, offer catalog, and the located YAML loader."""
 
+from cockpit.campaign import sections as _sections  # noqa: F401  (registers sections)
 from cockpit.campaign.catalog import BUILTIN_OFFERS
 from cockpit.campaign.loader import load_campaign
-from cockpit.campaign.model import Campaign, Offer, Package, Resource, Stage
+from cockpit.campaign.model import (
+    Campaign,
+    Offer,
+    Package,
+    Resource,
+    Run,
+    Settings,
+    Stage,
+    StopRule,
+)
 
 __all__ = [
     "BUILTIN_OFFERS",
@@ -10,6 +20,9 @@ __all__ = [
     "Offer",
     "Package",
     "Resource",
+    "Run",
+    "Settings",
     "Stage",
+    "StopRule",
     "load_campaign",
 ]

@@ -150,8 +150,10 @@ def load_campaign(path: str | Path) -> Campaign:
 
     extras: dict[str, Any] = {}
     for section, reader in _SECTIONS.items():
-        if section in data:
-            extras[section] = reader(check, data[section], (section,), stages)
+        # Called for absent sections too (value None): each reader supplies its defaults.
+        extras[section] = reader(check, data.get(section), (section,), stages)
+    for validator in _VALIDATORS:
+        validator(check, extras)
     check.raise_if_any()
     assert campaign_id is not None and package is not None
     return Campaign(
@@ -169,10 +171,16 @@ def load_campaign(path: str | Path) -> Campaign:
 # Later sections (runs, stop rules, ...) register a reader here so the loader knows
 # every key: reader(check, value, path, stages) -> parsed value stored in Campaign.extras.
 _SECTIONS: dict[str, Any] = {}
+# Cross-section checks: validator(check, extras) once every section is read.
+_VALIDATORS: list[Any] = []
 
 
 def register_section(name: str, reader: Any) -> None:
     _SECTIONS[name] = reader
+
+
+def register_validator(validator: Any) -> None:
+    _VALIDATORS.append(validator)
 
 
 def _all_top_keys() -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from cockpit.units import Money
 
@@ -119,3 +120,103 @@ class Campaign:
             if stage.id == stage_id:
                 return stage
         raise KeyError(stage_id)
+
+    @property
+    def runs(self) -> dict[str, Run]:
+        return self.extras.get("runs", {})  # type: ignore[return-value]
+
+    @property
+    def stop_rules(self) -> tuple[StopRule, ...]:
+        return self.extras.get("stop_rules", ())  # type: ignore[return-value]
+
+    @property
+    def settings(self) -> Settings:
+        return self.extras.get("settings") or Settings()  # type: ignore[return-value]
+
+    @property
+    def hooks(self) -> dict[str, Any]:
+        return self.extras.get("hooks") or {}  # type: ignore[return-value]
+
+    def resolve(self, path: Path) -> Path:
+        """Relative paths in a campaign file are relative to its folder."""
+        return path if path.is_absolute() else self.folder / path
+
+    def stage_of_run(self, run_id: str) -> Stage | None:
+        return next((s for s in self.stages if s.run == run_id), None)
+
+
+RUN_KINDS = ("train", "inference", "adapter")
+RULE_KINDS = ("non_finite", "threshold", "truncation", "restart")
+
+
+@dataclass(frozen=True)
+class ResumeCheck:
+    """Resume equivalence (D17): re-run N steps from a checkpoint and compare a metric."""
+
+    command: tuple[str, ...]
+    steps: int
+    metric: str = "loss"
+    tolerance: float = 0.0
+
+
+@dataclass(frozen=True)
+class Run:
+    """One configuration's run: what it reads, writes and needs to resume (D15, D16)."""
+
+    id: str
+    kind: str = "train"
+    metrics: tuple[Path, ...] = ()
+    checkpoints: Path | None = None
+    pattern: str | None = None
+    predictions: Path | None = None
+    outputs: tuple[Path, ...] = ()
+    params: dict[str, object] = field(default_factory=dict)
+    params_file: Path | None = None
+    base_model: str | None = None
+    base_revision: str | None = None
+    result: str = ""
+    tolerable_loss_s: float | None = None
+    verify_command: tuple[str, ...] | None = None
+    resume_check: ResumeCheck | None = None
+    allow_unsafe_pickle: bool = False
+    expected_ids: Path | None = None
+    acceptance: tuple[dict[str, object], ...] = ()
+
+    @property
+    def result_id(self) -> str:
+        return self.result or self.id
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """A stop rule fixed before the runs (D14)."""
+
+    id: str
+    kind: str
+    metric: str | None = None
+    min: float | None = None
+    max: float | None = None
+    after_step: int = 0
+    max_age_s: float | None = None
+    action: str = "stop"  # stop | warn
+    runs: tuple[str, ...] = ()  # empty: every run
+
+    def applies_to(self, run_id: str) -> bool:
+        return not self.runs or run_id in self.runs
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the cockpit behaves for this campaign (all optional, with defaults)."""
+
+    stop_grace_s: float = 10.0
+    idle_util_pct: float = 5.0
+    idle_grace_s: float = 600.0
+    disk_warn_bytes: int = 10 * 2**30
+    tolerable_loss_s: float = 2 * 3600.0
+    mtbi_s: float = 24 * 3600.0
+    transfer_rate_bytes_s: float | None = None
+    verify_within_s: float | None = None
+    verify_timeout_s: float = 300.0
+    verify_every_s: float = 600.0
+    deadline_warn_s: float = 12 * 3600.0

@@ -9,7 +9,7 @@ machine's CPU; stages sharing nothing overlap (D6). Ties go by file order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from cockpit.campaign.model import Campaign, Offer, Stage
@@ -179,9 +179,14 @@ def figures(slots: Iterable[Slot], window_hours: float, overrun_hours: float = 0
     )
 
 
-def overrun_options(campaign: Campaign, reserved_hours: float, overrun_hours: float,
-                    already_dropped: Iterable[str] = ()) -> tuple[Option, ...]:
-    """Longer offers of the same GPU that fit, then shortened protocols (D11)."""
+def overrun_options(campaign: Campaign, reserved_hours: float,
+                    reserved_without: Callable[[set[str]], float],
+                    droppable: Iterable[str] | None = None) -> tuple[Option, ...]:
+    """Longer offers of the same GPU that fit, then shortened protocols (D11).
+
+    ``reserved_without(drops)`` gives the end-to-end hours with those stages dropped;
+    ``droppable`` limits which stages may still be dropped (not yet started ones).
+    """
     offer = campaign.package.offer
     options: list[Option] = []
     for other in sorted(campaign.offers.values(), key=lambda o: (o.days, o.id)):
@@ -189,17 +194,15 @@ def overrun_options(campaign: Campaign, reserved_hours: float, overrun_hours: fl
                 and other.window_hours >= reserved_hours:
             cost = None if other.price is None else other.price * campaign.package.count
             options.append(Option("offer", True, reserved_hours, offer=other.id, cost=cost))
-    base_dropped = set(already_dropped)
+    allowed = None if droppable is None else set(droppable)
     for categories in (("exploratory",), ("exploratory", "useful")):
         drops = tuple(s.id for s in campaign.stages
-                      if s.category in categories and s.id not in base_dropped)
+                      if s.category in categories and (allowed is None or s.id in allowed))
         if not drops:
             continue
-        slots = schedule(campaign.stages, offer.gpus, dropped=base_dropped | set(drops))
-        shorter = figures(slots, offer.window_hours, overrun_hours)
-        saves = _round(reserved_hours - shorter.reserved_hours)
-        options.append(Option("shorten", shorter.fits, shorter.reserved_hours, drops=drops,
-                              saves_hours=saves))
+        shorter = _round(reserved_without(set(drops)))
+        options.append(Option("shorten", shorter <= offer.window_hours, shorter, drops=drops,
+                              saves_hours=_round(reserved_hours - shorter)))
     return tuple(options)
 
 
@@ -212,8 +215,15 @@ def plan_campaign(campaign: Campaign, overrun_hours: float = 0.0,
     offer = campaign.package.offer
     slots = schedule(campaign.stages, offer.gpus, dropped=dropped)
     figs = figures(slots, offer.window_hours, overrun_hours)
-    options = () if figs.fits else overrun_options(campaign, figs.reserved_hours, overrun_hours,
-                                                   dropped)
+    base = set(dropped)
+
+    def reserved_without(drops: set[str]) -> float:
+        shorter = schedule(campaign.stages, offer.gpus, dropped=base | drops)
+        return figures(shorter, offer.window_hours, overrun_hours).reserved_hours
+
+    droppable = [s.id for s in campaign.stages if s.id not in base]
+    options = () if figs.fits else overrun_options(campaign, figs.reserved_hours,
+                                                   reserved_without, droppable)
     return Plan(slots, figs, options, campaign.package.cost)
 
 

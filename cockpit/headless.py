@@ -1,0 +1,88 @@
+"""Headless mode: the engine's tick loop without a screen, printing one line per event.
+
+Same engine as the TUI; no Textual import on this path. SIGTERM/SIGINT finish the
+current tick and exit 0 — runs are never stopped by leaving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cockpit.campaign import load_campaign
+from cockpit.engine import Engine, default_samplers, describe_event
+from cockpit.statuslog import RotatingFile, compact_json, dumps, prometheus_text, write_atomic
+from cockpit.telemetry import simulate_count_from_env
+
+
+def status_log_path(campaign_file: str | Path) -> Path:
+    """Default status log: beside the journal, so `status --line` finds it without loading."""
+    return Path(campaign_file).resolve().parent / ".cockpit" / "status.jsonl"
+
+
+def run_headless(args: argparse.Namespace, out: Any = None) -> int:
+    out = out or sys.stdout
+    campaign = load_campaign(args.file)
+    gpu, host = default_samplers(campaign, simulate_count_from_env(args.simulate_gpus))
+    engine = Engine(campaign, gpu_sampler=gpu, host_sampler=host, auto=args.auto,
+                    actor="headless")
+    status_log = RotatingFile(Path(args.status_log) if args.status_log
+                              else status_log_path(args.file))
+    event_log = RotatingFile(Path(args.log)) if args.log else None
+    prom = Path(args.prom) if args.prom else None
+    flags = {"stop": False, "reopen": False}
+
+    def ask_stop(signum: int, frame: Any) -> None:
+        flags["stop"] = True
+
+    def ask_reopen(signum: int, frame: Any) -> None:
+        flags["reopen"] = True
+
+    old = {sig: signal.signal(sig, ask_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    old[signal.SIGHUP] = signal.signal(signal.SIGHUP, ask_reopen)
+
+    def emit(line: str) -> None:
+        print(line, file=out, flush=True)
+        if event_log is not None:
+            event_log.write_line(line)
+
+    # Events from before this process started are history: print only what happens now.
+    seen = max((int(ev.get("seq", 0)) for ev in engine.journal.events()), default=0)
+    try:
+        while True:
+            started = time.monotonic()
+            snap = engine.tick()
+            events = [ev for ev in engine.new_events if int(ev.get("seq", 0)) > seen]
+            if flags["reopen"]:
+                flags["reopen"] = False
+                status_log.reopen()
+                if event_log is not None:
+                    event_log.reopen()
+            for ev in events:
+                emit(f"{ev['t']} {describe_event(ev)}")
+            status_log.write_line(dumps(compact_json(snap)))
+            if prom is not None:
+                write_atomic(prom, prometheus_text(snap))
+            if flags["stop"]:
+                emit(f"{snap.taken_at.isoformat()} headless stopped by signal; runs keep going")
+                return 0
+            if args.until_done:
+                verdict = engine.until_done(engine.state())
+                if verdict.code is not None:
+                    emit(f"{snap.taken_at.isoformat()} until-done: {verdict.reason} "
+                         f"(exit {verdict.code})")
+                    return verdict.code
+            remaining = args.interval - (time.monotonic() - started)
+            if remaining > 0:
+                time.sleep(remaining)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        status_log.close()
+        if event_log is not None:
+            event_log.close()
+        engine.close()

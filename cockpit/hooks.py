@@ -1,0 +1,132 @@
+"""Event hooks: run a person's command when something happens (rule fired, stage
+finished, decision needed, deadline near, export done, GPU lost).
+
+Hooks run detached (own session), with the event as JSON on stdin and in
+``$COCKPIT_EVENT``, under a time limit; a failure is journaled as a warning and
+never fatal. Each hook runs once per event, whichever cockpit sees it first: the
+run is claimed in the journal (``hook_started`` with the event's seq).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HOOK_EVENTS = ("rule_fired", "stage_finished", "decision_needed", "deadline_near",
+               "export_done", "gpu_lost")
+HOOK_KEYS = ("command", "shell", "timeout")
+
+
+@dataclass(frozen=True)
+class Hook:
+    event: str
+    command: tuple[str, ...] | str
+    shell: bool = False
+    timeout_s: float = 30.0
+
+
+def hook_event_name(event: Mapping[str, Any], decision_points: set[str]) -> str | None:
+    """Which hook event (if any) a journal event is."""
+    kind = event.get("kind")
+    if kind == "rule_fired":
+        return "rule_fired"
+    if kind == "stage_finished":
+        if event.get("stage") in decision_points and event.get("outcome") == "done":
+            return "decision_needed"
+        return "stage_finished"
+    if kind == "export_done":
+        return "export_done"
+    if kind == "warning" and event.get("event") == "gpu_lost":
+        return "gpu_lost"
+    if kind == "warning" and event.get("key") == "deadline_near":
+        return "deadline_near"
+    return None
+
+
+@dataclass
+class _Running:
+    hook: Hook
+    proc: subprocess.Popen[bytes]
+    started: float
+    seq: int
+
+
+class HookRunner:
+    """Starts hook processes and watches their time limits and exit codes."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.running: list[_Running] = []
+
+    def launch(self, hook: Hook, event: Mapping[str, Any], hook_event: str) -> int:
+        payload = json.dumps({"hook": hook_event, **event}, default=str)
+        env = dict(os.environ, COCKPIT_EVENT=payload, COCKPIT_HOOK=hook_event)
+        proc = subprocess.Popen(
+            hook.command if not hook.shell else str(hook.command), shell=hook.shell,  # noqa: S602
+            cwd=self.cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(payload.encode())
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # a hook that does not read stdin is fine
+        self.running.append(_Running(hook, proc, time.monotonic(), int(event.get("seq", 0))))
+        return proc.pid
+
+    def poll(self) -> list[str]:
+        """Failures since the last poll, in words."""
+        failures: list[str] = []
+        still: list[_Running] = []
+        for item in self.running:
+            code = item.proc.poll()
+            if code is None:
+                if time.monotonic() - item.started > item.hook.timeout_s:
+                    try:
+                        os.killpg(item.proc.pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                    item.proc.wait()
+                    failures.append(f"hook {item.hook.event} for event #{item.seq} killed after "
+                                    f"{item.hook.timeout_s:g} s")
+                else:
+                    still.append(item)
+            elif code != 0:
+                failures.append(f"hook {item.hook.event} for event #{item.seq} exited {code}")
+        self.running = still
+        return failures
+
+
+def read_hooks(check: Any, value: Any, path: tuple[Any, ...], stages: Any) -> dict[str, Hook]:
+    """The campaign file's ``hooks:`` section: event -> argv list or {command, shell, timeout}."""
+    if value is None:
+        return {}
+    entry = check.mapping(value, path, HOOK_EVENTS, what="hooks")
+    if entry is None:
+        return {}
+    hooks: dict[str, Hook] = {}
+    for name, raw in entry.items():
+        where = path + (name,)
+        spec = {"command": raw} if isinstance(raw, (list, str)) else raw
+        spec = check.mapping(spec, where, HOOK_KEYS, ("command",), what="hook")
+        if spec is None:
+            continue
+        shell = check.boolean(spec.get("shell", False), where + ("shell",), "shell")
+        command = spec.get("command")
+        timeout = 30.0
+        if "timeout" in spec:
+            timeout = check.duration(spec["timeout"], where + ("timeout",), "timeout") or 30.0
+        if isinstance(command, str) and shell:
+            hooks[name] = Hook(name, command, True, timeout)
+        elif isinstance(command, list) and command and all(isinstance(a, str) for a in command):
+            hooks[name] = Hook(name, tuple(command), False, timeout)
+        else:
+            check.err(where, "hook command must be a list of words (a text only with shell: true)")
+    return hooks

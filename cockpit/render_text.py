@@ -1,0 +1,98 @@
+"""Plain-text renderings of a Snapshot: `cockpit status` and the one-line tmux status.
+
+No Textual, no Rich: this is the headless face's vocabulary, and the words (states,
+reasons) are the same ones the TUI shows.
+"""
+
+from __future__ import annotations
+
+from cockpit.snapshot import Snapshot
+from cockpit.telemetry import format_bytes
+from cockpit.units import format_duration
+
+STATE_MARK = {
+    "running": "▶", "done": "✓", "failed": "✗", "stopped": "■", "skipped": "·",
+    "dropped": "·", "ready": "○", "needs-person": "?", "waiting": "…", "blocked": "⏸",
+}
+
+
+def window_line(snap: Snapshot) -> str:
+    w = snap.window
+    slack = format_duration(w.forecast_slack_s, signed=True)
+    return (f"window {w.start:%Y-%m-%d %H:%M} → {w.end:%Y-%m-%d %H:%M} UTC · "
+            f"{format_duration(max(w.remaining_s, 0))} left ({w.used_pct:.0f}% used) · "
+            f"forecast {w.verdict} ({slack}) · retrieve by {w.retrieval_deadline:%m-%d %H:%M}")
+
+
+def status_text(snap: Snapshot) -> str:
+    lines = [f"campaign {snap.campaign} · {snap.offer} × {snap.count}", window_line(snap)]
+    if snap.question:
+        lines.append(f"question: {snap.question}")
+    for option in snap.window.options:
+        lines.append(f"  option: {option}")
+    lines.append("")
+    width = max(len(s.id) for s in snap.stages)
+    for s in snap.stages:
+        mark = STATE_MARK.get(s.state, " ")
+        planned = format_duration(s.planned_s)
+        elapsed = format_duration(s.elapsed_s) if s.started_at else "-"
+        extra = ""
+        if s.decision_point:
+            extra += f" ◆ decision: {s.decision or 'after it ends'}"
+        if s.progress is not None:
+            extra += f" {s.progress * 100:.0f}%"
+        if s.reason:
+            extra += f" ({s.reason})"
+        lines.append(f"{mark} {s.id:<{width}} {s.state:<12} {s.category:<11} "
+                     f"{elapsed:>7} / {planned:<7}{extra}")
+    if snap.runs:
+        lines.append("")
+        for r in snap.runs:
+            metrics = " ".join(f"{k}={v:.4g}" for k, v in list(r.metrics.items())[:4]
+                               if k not in ("max_steps",))
+            step = f"step {r.step}" if r.step is not None else ""
+            stop = f" stopped by {r.stop_rule}: {r.stop_reason}" if r.stop_rule else ""
+            verdict = f" [{r.verdict}]" if r.verdict else ""
+            ckpt = ""
+            if r.checkpoint is not None and r.checkpoint.age_s is not None:
+                ckpt = f" ckpt {format_duration(r.checkpoint.age_s)} old"
+                if r.checkpoint.verified:
+                    ckpt += f" ({r.checkpoint.verified})"
+            lines.append(f"run {r.id}: {r.state} {step} {metrics}{ckpt}{stop}{verdict}".rstrip())
+    fired = [r for r in snap.rules if r.state != "ok"]
+    lines.append("")
+    lines.append(f"rules: {len(snap.rules) - len(fired)} ok, {len(fired)} fired")
+    for r in fired:
+        lines.append(f"  {r.rule} on {r.run}: {r.reason}")
+    if snap.pending_decisions:
+        lines.append(f"decision pending at {', '.join(snap.pending_decisions)}: "
+                     "cockpit decide FILE continue|limit|revise --note ...")
+    if snap.revised:
+        lines.append("the question is under revision: nothing more starts (D4)")
+    lines.append("")
+    lines.append(gpu_summary(snap))
+    if snap.host is not None:
+        h = snap.host
+        lines.append(f"host: CPU {h.cpu_percent:.0f}% of {h.cpu_count} · RAM "
+                     f"{format_bytes(h.mem_used)}/{format_bytes(h.mem_total)} · cockpit "
+                     f"{h.own_cpu_percent:.1f}% CPU {format_bytes(h.own_rss)}")
+    for warning in snap.warnings:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+def gpu_summary(snap: Snapshot) -> str:
+    reading = snap.gpus
+    if reading.status == "unavailable":
+        return f"GPU telemetry unavailable: {reading.error}"
+    label = "SIMULATED " if reading.status == "simulated" else ""
+    parts = []
+    for g in reading.gpus:
+        if g.lost:
+            parts.append(f"{g.index}: LOST")
+            continue
+        util = "n/a" if g.util is None else f"{g.util:.0f}%"
+        mem = "n/a" if g.mem_used is None else format_bytes(g.mem_used)
+        temp = "" if g.temp is None else f" {g.temp:.0f}°C"
+        parts.append(f"{g.index}: {util} {mem}{temp}")
+    return f"{label}GPUs: " + (" · ".join(parts) if parts else "none")
