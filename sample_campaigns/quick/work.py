@@ -27,7 +27,8 @@ def main() -> int:
     args = parser.parse_args()
 
     rng = random.Random(7)
-    data = [(x, 3.0 * x + 1.0 + rng.gauss(0, 0.1)) for x in (rng.uniform(-1, 1) for _ in range(200))]
+    xs = [rng.uniform(-1, 1) for _ in range(200)]
+    data = [(x, 3.0 * x + 1.0 + rng.gauss(0, 0.1)) for x in xs]
     if args.check_data:
         truncated = sum(1 for x, y in data if not (math.isfinite(x) and math.isfinite(y)))
         report.truncated(truncated)
