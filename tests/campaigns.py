@@ -12,7 +12,8 @@ from pathlib import Path
 STEP_SCRIPT = textwrap.dedent("""
     import sys, time
     from cockpit import report
-    steps, sleep, nan_at, code = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    steps, sleep = int(sys.argv[1]), float(sys.argv[2])
+    nan_at, code = int(sys.argv[3]), int(sys.argv[4])
     for step in range(1, steps + 1):
         loss = float("nan") if nan_at and step >= nan_at else 1.0 / step
         report.log(step, loss=loss, **{"val/accuracy": 0.5 + step / (2 * steps)})
