@@ -208,7 +208,7 @@ def _acting(handler: Handler) -> Handler:
     """Actions refused for a reason (not bad input) print it and exit 1."""
 
     def wrapped(args: argparse.Namespace) -> int:
-        from cockpit.engine import ActionRefused
+        from cockpit.errors import ActionRefused
         from cockpit.journal import JournalError
 
         try:
@@ -307,7 +307,7 @@ def _line_from_status_log(file: str) -> str | None:
     import time
     from pathlib import Path
 
-    from cockpit.statuslog import read_last_line, status_line
+    from cockpit.statusline import read_last_line, status_line
 
     log = Path(file).resolve().parent / ".cockpit" / "status.jsonl"
     try:
@@ -335,7 +335,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from cockpit.engine import Engine
     from cockpit.render_text import status_text
     from cockpit.snapshot import snapshot_json
-    from cockpit.statuslog import compact_json, status_line
+    from cockpit.statusline import status_line
+    from cockpit.statuslog import compact_json
 
     campaign = load_campaign(args.file)
     if args.line:

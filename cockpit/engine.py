@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, Stage
-from cockpit.errors import InputError
+from cockpit.errors import ActionRefused, InputError
 from cockpit.hooks import HookRunner, hook_event_name
 from cockpit.journal import Journal, JournalTxn, parse_time
 from cockpit.planning.advice import downstream
@@ -64,7 +64,7 @@ from cockpit.state import (
     CampaignState,
     fold,
 )
-from cockpit.telemetry import GpuReading, GpuSampler, HostInfo, HostSampler
+from cockpit.telemetry import GpuReading, GpuSampler, HostInfo, HostSampler, IdleDetector
 from cockpit.units import Money, format_duration, plain_amount
 
 Clock = Callable[[], datetime]
@@ -74,10 +74,6 @@ HOOK_MAX_AGE_S = 600.0
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-class ActionRefused(Exception):
-    """An action that cannot be done now (exit 1 with the reason): not bad input."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +135,9 @@ class Engine:
         self._scanners: dict[str, CheckpointScanner | None] = {}
         self._ckpt_views: dict[str, CheckpointView] = {}
         self._verifier = BackgroundVerifier()
+        settings = campaign.settings
+        self._idle: dict[int, IdleDetector] = {}
+        self._idle_args = (settings.idle_util_pct, settings.idle_grace_s)
         if gpu_sampler is not None:
             gpu_sampler.start()
 
@@ -792,15 +791,35 @@ class Engine:
         warnings: list[str] = []
         if self.gpu_sampler is not None:
             self._gpu = self.gpu_sampler.sample()
+            warnings.extend(self._idle_warnings(now))
             if not self.read_only:
                 for event in self._gpu.events:
-                    self._journal_once("warning", f"gpu:{event.kind}:{event.gpu}", now,
+                    # A lost GPU is one event; each Xid / ECC increase is its own.
+                    key = f"gpu:{event.kind}:{event.gpu}" + (
+                        "" if event.kind == "gpu_lost" else f":{event.code}:{event.at}")
+                    self._journal_once("warning", key, now,
                                        message=event.message, source="gpu", gpu=event.gpu,
                                        event=event.kind)
         if self.host_sampler is not None:
             self._host = self.host_sampler.sample()
             warnings.extend(self._host.warnings)
         self._telemetry_warnings = tuple(warnings)
+
+    def _idle_warnings(self, now: datetime) -> list[str]:
+        """"GPU idle while a GPU stage runs": the most common waste on a rented box."""
+        state = self.state(now)
+        held: set[int] = set()
+        for stage in self.campaign.stages:
+            if stage.machine == 1 and state.stages[stage.id].state == RUNNING:
+                held |= set(supervisor.stage_gpus(stage, self.campaign.package.offer.gpus))
+        out = []
+        for gpu in self._gpu.gpus:
+            detector = self._idle.setdefault(gpu.index, IdleDetector(*self._idle_args))
+            warning = detector.update(now.timestamp(), None if gpu.lost else gpu.util,
+                                      gpu.index in held)
+            if warning:
+                out.append(f"GPU {gpu.index}: {warning}")
+        return out
 
     def _journal_once(self, kind: str, key: str, now: datetime, **fields: Any) -> None:
         if key in self._keys:

@@ -29,3 +29,7 @@ class InputError(Exception):
             self.problems = [problems] if isinstance(problems, Problem) else list(problems)
             self.text = "\n".join(str(p) for p in self.problems)
         super().__init__(self.text)
+
+
+class ActionRefused(Exception):
+    """An action that cannot be done now (exit 1 with the reason): not bad input."""

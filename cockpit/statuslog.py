@@ -1,9 +1,8 @@
 """Status outputs for tools: the compact per-tick JSON, its one-line form, a
 size-bounded rotating log file, and the Prometheus textfile.
 
-The compact JSON is what the status log holds, one object a line; ``status_line``
-turns one such object into the tmux status-bar line, so ``cockpit status --line``
-can answer from the log's last line without loading the campaign.
+The compact JSON is what the status log holds, one object a line;
+:mod:`cockpit.statusline` turns one such object into the tmux status-bar line.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from cockpit.snapshot import Snapshot, json_number, json_time
-from cockpit.units import format_duration
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_BACKUPS = 5
@@ -55,31 +53,6 @@ def compact_json(snap: Snapshot) -> dict[str, Any]:
         "gpus": gpus,
         "warnings": list(snap.warnings),
     }
-
-
-def status_line(compact: dict[str, Any]) -> str:
-    """`61h12m left · fits +17h · GPU 98% · ckpt 12m · rules ok` — never more than one line."""
-    left = compact["window"]["left_s"]
-    parts = [f"{_hours_minutes(left)} left" if left > 0 else "window ended"]
-    fc = compact["forecast"]
-    parts.append(f"{fc['verdict']} {format_duration(fc['slack_s'], signed=True)}")
-    if compact.get("gpu_status") == "unavailable":
-        parts.append("GPU n/a")
-    elif compact.get("gpu_util_mean") is not None:
-        sim = "sim " if compact.get("gpu_status") == "simulated" else ""
-        parts.append(f"GPU {sim}{compact['gpu_util_mean']:.0f}%")
-    if compact.get("ckpt_age_s") is not None:
-        parts.append(f"ckpt {format_duration(compact['ckpt_age_s'])}")
-    fired = compact["rules"]["fired"]
-    parts.append(f"rules FIRED {','.join(fired)}" if fired else "rules ok")
-    if compact.get("decisions_pending"):
-        parts.append("decide " + ",".join(compact["decisions_pending"]))
-    return " · ".join(parts).replace("\n", " ")
-
-
-def _hours_minutes(seconds: float) -> str:
-    hours, rest = divmod(int(seconds), 3600)
-    return f"{hours}h{rest // 60:02d}m"
 
 
 class RotatingFile:
@@ -133,23 +106,6 @@ class RotatingFile:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-
-
-def read_last_line(path: Path, max_bytes: int = 256 * 1024) -> str | None:
-    """The last complete line of a file, reading only its tail."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - max_bytes))
-            tail = handle.read()
-    except OSError:
-        return None
-    lines = tail.split(b"\n")
-    for raw in reversed(lines[:-1] if tail.endswith(b"\n") else lines[:-1]):
-        if raw.strip():
-            return raw.decode("utf-8", errors="replace")
-    return None
 
 
 def _label(value: str) -> str:

@@ -152,3 +152,25 @@ def test_forecast_never_touches_the_plan(campaign):
 def test_fold_keeps_running_state(campaign):
     state = fold(campaign, [ev(1, 0, "stage_started", stage="pilot")], T0)
     assert state.stages["pilot"].state == RUNNING
+
+
+def test_idle_gpu_under_a_running_gpu_stage_warns_after_grace(tmp_path):
+    from cockpit.engine import Engine
+    from cockpit.telemetry import GpuSampler
+    from cockpit.telemetry.fake_nvml import FakeGpu, FakeNvml
+
+    path = write_campaign(tmp_path, [{"id": "train", "hours": 1, "resource": "gpu"}],
+                          extra={"settings": {"idle_util_pct": 5, "idle_grace": "2m"}})
+    fake = FakeNvml([FakeGpu()])
+    fake.gpus[0].util = 0
+    clock = {"now": T0}
+    engine = Engine(load_campaign(path), gpu_sampler=GpuSampler(nvml=fake.module()),
+                    clock=lambda: clock["now"])
+    engine.mark("train", "started")
+    for minutes in (0, 1, 3):
+        clock["now"] = T0 + timedelta(minutes=minutes)
+        snap = engine.tick()
+    assert any("GPU 0: GPU idle" in w for w in snap.warnings)
+    fake.gpus[0].util = 90
+    clock["now"] += timedelta(seconds=5)
+    assert not any("idle" in w for w in engine.tick().warnings)

@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cockpit.campaign import load_campaign
 from cockpit.engine import Engine
-from cockpit.statuslog import RotatingFile, compact_json, dumps, status_line
+from cockpit.statusline import status_line
+from cockpit.statuslog import RotatingFile, compact_json, dumps
 from cockpit.telemetry import GpuSampler
 from tests.campaigns import FINITE, step_command, write_campaign
 from tests.conftest import SAMPLES, run_cockpit

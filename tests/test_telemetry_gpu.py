@@ -606,3 +606,32 @@ def test_gpu_json_has_the_agreed_keys_in_plain_units() -> None:
     } <= set(d)
     assert d["mem_total"] == 80 * GIB and d["power_limit"] == 700.0 and d["fan"] is None
     assert d["throttle"] == [] and d["lost"] is False
+
+
+def test_event_set_failure_leaves_sampling_working() -> None:
+    fake = FakeNvml([h100()])
+    mod = fake.module()
+
+    def no_events() -> None:
+        raise fk.NVMLError(fk.NVML_ERROR_NOT_SUPPORTED)
+
+    mod.nvmlEventSetCreate = no_events
+    s = GpuSampler(nvml=mod, clock=Clock())
+    fake.queue_xid(0, 79)
+    r = s.sample()
+    assert r.status == "ok" and r.gpus[0].util == 87.0 and r.events == ()
+    assert fake.calls["nvmlEventSetWait"] == 0
+
+
+def test_broken_binding_during_setup_is_unavailable_not_a_crash() -> None:
+    mod = FakeNvml([h100()]).module()
+
+    def broken(index: int) -> None:
+        raise TypeError("wrong ctypes argument")
+
+    mod.nvmlDeviceGetHandleByIndex = broken
+    s = GpuSampler(nvml=mod, clock=Clock())
+    s.start()
+    r = s.sample()
+    assert r.status == "unavailable" and "NVML setup failed" in (r.error or "")
+    assert "wrong ctypes argument" in (r.error or "")

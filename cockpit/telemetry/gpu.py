@@ -305,9 +305,16 @@ class GpuSampler:
                 "NVML sees no GPUs: run nvidia-smi; in a container, start it with --gpus all"
             )
             return
-        for index in range(count):
-            self._open_device(index)
-        self._open_events()
+        try:
+            for index in range(count):
+                self._open_device(index)
+        except Exception as exc:  # not an NVML error: a broken binding; never raise
+            self._error = f"NVML setup failed ({exc!r}): run nvidia-smi to see what the driver says"
+            return
+        try:
+            self._open_events()
+        except Exception:
+            self._event_set = None  # events are a bonus: sampling works without them
 
     def sample(self) -> GpuReading:
         """One reading of every GPU, plus events that are new since the last one."""
@@ -467,7 +474,7 @@ class GpuSampler:
             return
         try:
             event_set = create()
-        except self._err as exc:
+        except Exception as exc:
             if getattr(exc, "value", None) == self._codes["NVML_ERROR_FUNCTION_NOT_FOUND"]:
                 self._missing.add("nvmlEventSetCreate")
             return
