@@ -1,0 +1,344 @@
+"""Acceptance checks: the announced checks a run's result must pass (D15, D20, D23).
+
+This module owns the ``acceptance:`` list of a run in the campaign file (its schema and
+located validation), evaluating it against what the run left behind, and
+``auto_accept`` which journals the verdict once per ended run, claimed under the
+journal lock so two cockpits never both record it. Also the shared readers the export
+needs: last metric values, prediction ids, the newest complete checkpoint.
+
+Checks (one key each)::
+
+    acceptance:
+      - {metric: val/accuracy, min: 0.8}      # last reported value; min and/or max
+      - {predictions: non_empty}              # the predictions file has records
+      - {predictions: expected_ids}           # ...exactly the ids of expected_ids
+      - {checkpoint: reloads}                 # newest complete checkpoint reloads
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cockpit.campaign.loader import Checker, register_validator
+from cockpit.campaign.model import Campaign, Run
+from cockpit.runs.checkpoints import CheckpointInfo, CheckpointScanner
+from cockpit.runs.metrics import MetricStream
+from cockpit.runs.supervisor import report_path
+from cockpit.runs.verify import VerifyReport, run_verify_command, verify_checkpoint
+from cockpit.state import FAILED, RUNNING, STOPPED, SUCCEEDED, CampaignState, fold
+
+CHECK_KEYS = ("metric", "predictions", "checkpoint")
+PREDICTION_CHECKS = ("non_empty", "expected_ids")
+ENDED_RUN_STATES = (SUCCEEDED, FAILED, STOPPED)
+
+Verifier = Callable[..., VerifyReport]
+
+
+# ------------------------------------------------------------------ schema
+
+
+def check_acceptance(check: Checker, extras: Mapping[str, Any]) -> None:
+    """Validator: every acceptance entry is one known check, with located errors."""
+    runs: Mapping[str, Run] = extras.get("runs") or {}
+    for run_id, run in runs.items():
+        for i, entry in enumerate(run.acceptance):
+            where = ("runs", run_id, "acceptance", i)
+            _check_entry(check, run, entry, where)
+
+
+def _check_entry(check: Checker, run: Run, entry: Mapping[str, Any],
+                 where: tuple[Any, ...]) -> None:
+    kinds = [k for k in CHECK_KEYS if k in entry]
+    if len(kinds) != 1:
+        check.err(where, "an acceptance check names exactly one of "
+                         f"{', '.join(CHECK_KEYS)} (e.g. {{metric: val/accuracy, min: 0.8}})")
+        return
+    kind = kinds[0]
+    allowed = {"metric": ("metric", "min", "max"), "predictions": ("predictions",),
+               "checkpoint": ("checkpoint",)}[kind]
+    for key in entry:
+        if key not in allowed:
+            check.err(where + (key,), f"unknown key {key!r} in a {kind} acceptance check "
+                                      f"(allowed: {', '.join(allowed)})", key=True)
+    if kind == "metric":
+        if not isinstance(entry["metric"], str) or not entry["metric"].strip():
+            check.err(where + ("metric",), "metric must be a metric name like val/accuracy")
+        bounds = [k for k in ("min", "max") if k in entry]
+        if not bounds:
+            check.err(where, "a metric check needs min and/or max")
+        for key in bounds:
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                check.err(where + (key,), f"{key} must be a finite number")
+        if all(isinstance(entry.get(k), (int, float)) for k in ("min", "max")) \
+                and entry["min"] > entry["max"]:
+            check.err(where, "min is above max: no value could pass")
+    elif kind == "predictions":
+        if entry["predictions"] not in PREDICTION_CHECKS:
+            check.err(where + ("predictions",),
+                      f"predictions check must be one of {', '.join(PREDICTION_CHECKS)}")
+        elif run.predictions is None:
+            check.err(where, f"run {run.id!r} checks its predictions but names no "
+                             "predictions file (predictions: PATH)")
+        elif entry["predictions"] == "expected_ids" and run.expected_ids is None:
+            check.err(where, f"run {run.id!r} checks expected ids but names no "
+                             "expected_ids file")
+    else:
+        if entry["checkpoint"] != "reloads":
+            check.err(where + ("checkpoint",), "checkpoint check must be: reloads")
+        elif run.checkpoints is None:
+            check.err(where, f"run {run.id!r} checks that its checkpoint reloads but names "
+                             "no checkpoints folder")
+
+
+register_validator(check_acceptance)
+
+
+# ------------------------------------------------------------------ readers
+
+
+def metric_paths(campaign: Campaign, run_id: str) -> list[Path]:
+    run = campaign.runs.get(run_id)
+    paths = [campaign.resolve(p) for p in (run.metrics if run else ())]
+    report = report_path(campaign, run_id)
+    if report not in paths:
+        paths.append(report)
+    return paths
+
+
+def last_metrics(campaign: Campaign, state: CampaignState | None, run_id: str) -> dict[str, float]:
+    """The last reported value of each metric of the run's latest attempt (files read once)."""
+    try:
+        stream = MetricStream(metric_paths(campaign, run_id))
+    except ValueError:
+        return {}
+    run = state.runs.get(run_id) if state is not None else None
+    started = run.started_at.timestamp() - 1.0 if run and run.started_at else None
+    latest: dict[str, float] = {}
+    for point in stream.poll():
+        if started is not None and point.t is not None and point.t < started:
+            continue  # an older attempt's point
+        latest.update(point.values)
+    return latest
+
+
+def read_prediction_ids(path: Path) -> list[str]:
+    """Ids in a predictions file: JSON list of objects with "id", JSON lines, or CSV with an
+    id column. ValueError (in words) when the file cannot be read that way."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    stripped = text.strip()
+    if not stripped:
+        return []
+    if path.suffix.lower() == ".csv" or (not stripped.startswith(("[", "{"))):
+        rows = list(csv.DictReader(io.StringIO(text)))
+        if not rows:
+            return []
+        if "id" not in rows[0]:
+            raise ValueError(f"{path.name}: CSV without an id column")
+        return [str(r["id"]).strip() for r in rows]
+    if stripped.startswith("["):
+        try:
+            data = json.loads(stripped)
+        except ValueError as exc:
+            raise ValueError(f"{path.name}: not valid JSON ({exc})") from None
+        return [_record_id(path, i, rec) for i, rec in enumerate(data)]
+    ids = []
+    for i, line in enumerate(stripped.splitlines()):
+        if not line.strip():
+            continue
+        try:
+            ids.append(_record_id(path, i, json.loads(line)))
+        except ValueError as exc:
+            raise ValueError(f"{path.name} line {i + 1}: {exc}") from None
+    return ids
+
+
+def _record_id(path: Path, index: int, record: Any) -> str:
+    if not isinstance(record, dict) or "id" not in record:
+        raise ValueError(f"{path.name}: record {index + 1} has no \"id\"")
+    return str(record["id"])
+
+
+def read_expected_ids(path: Path) -> list[str]:
+    """A file of ids, one per line (blank lines and # comments ignored)."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return [s.strip() for s in lines if s.strip() and not s.strip().startswith("#")]
+
+
+def compare_ids(expected: list[str], found: list[str]) -> list[str]:
+    """Problems in words: missing, extra and duplicated ids (empty when they match)."""
+    exp, got = set(expected), set(found)
+    problems = []
+    missing = sorted(exp - got)
+    extra = sorted(got - exp)
+    if missing:
+        problems.append(f"{len(missing)} expected id(s) missing: {_few(missing)}")
+    if extra:
+        problems.append(f"{len(extra)} unexpected id(s): {_few(extra)}")
+    if len(found) != len(got):
+        dup = sorted({i for i in found if found.count(i) > 1})
+        problems.append(f"duplicated id(s): {_few(dup)}")
+    return problems
+
+
+def _few(items: list[str], n: int = 5) -> str:
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+def newest_checkpoint(campaign: Campaign, run_id: str, *, ended: bool = True,
+                      all_complete: bool = False) -> list[CheckpointInfo]:
+    """The newest complete checkpoint (or all complete ones, newest first)."""
+    run = campaign.runs.get(run_id)
+    if run is None or run.checkpoints is None:
+        return []
+    # An ended run writes nothing more: no need to wait for files to settle.
+    scanner = CheckpointScanner(campaign.resolve(run.checkpoints), run.pattern,
+                                settle_seconds=0.0 if ended else 2.0)
+    view = scanner.scan(time.time())
+    if all_complete:
+        return list(view.complete)
+    return [view.complete[0]] if view.complete else []
+
+
+def reload_artifact(campaign: Campaign, run: Run, path: Path,
+                    verifier: Verifier = verify_checkpoint) -> VerifyReport:
+    """Reload ``path`` in a fresh process the way the run declares (verify_command or worker)."""
+    settings = campaign.settings
+    if run.verify_command:
+        return run_verify_command(list(run.verify_command), path, settings.verify_timeout_s,
+                                  cwd=campaign.folder)
+    return verifier(path, run.kind, timeout=settings.verify_timeout_s,
+                    allow_unsafe=run.allow_unsafe_pickle, base_model=run.base_model,
+                    base_revision=run.base_revision)
+
+
+# ------------------------------------------------------------------ evaluation
+
+
+def evaluate_acceptance(campaign: Campaign, state: CampaignState, run_id: str, *,
+                        verifier: Verifier = verify_checkpoint) -> tuple[bool, list[str]]:
+    """(accepted, reasons in words). A stopped run is never accepted (D15)."""
+    spec = campaign.runs.get(run_id)
+    run = state.runs.get(run_id)
+    if spec is None or run is None:
+        return False, [f"run {run_id!r} is not in the campaign"]
+    if run.stop is not None or run.state == STOPPED:
+        why = run.stop.reason if run.stop else "stopped"
+        return False, [f"stopped ({why}): a stopped run is never an accepted result (D15)"]
+    if run.state == FAILED:
+        return False, [f"the run failed (exit code {run.exit_code})"]
+    if run.state != SUCCEEDED:
+        return False, [f"the run has not finished ({run.state})"]
+    if not spec.acceptance:
+        return False, ["the run declares no acceptance checks"]
+    reasons: list[str] = []
+    ok = True
+    metrics: dict[str, float] | None = None
+    for entry in spec.acceptance:
+        if "metric" in entry:
+            if metrics is None:
+                metrics = last_metrics(campaign, state, run_id)
+            passed, why = _metric_check(entry, metrics)
+        elif "predictions" in entry:
+            passed, why = _predictions_check(campaign, spec, str(entry["predictions"]))
+        elif "checkpoint" in entry:
+            passed, why = _checkpoint_check(campaign, spec, verifier)
+        else:
+            passed, why = False, f"unknown acceptance check {dict(entry)!r}"
+        ok = ok and passed
+        reasons.append(why)
+    return ok, reasons
+
+
+def _metric_check(entry: Mapping[str, Any], metrics: Mapping[str, float]) -> tuple[bool, str]:
+    name = str(entry["metric"])
+    value = metrics.get(name)
+    if value is None:
+        return False, f"{name} was never reported"
+    if not math.isfinite(value):
+        return False, f"{name} is {value} (not finite)"
+    low, high = entry.get("min"), entry.get("max")
+    if low is not None and value < low:
+        return False, f"{name} {value:g} is below the minimum {low:g}"
+    if high is not None and value > high:
+        return False, f"{name} {value:g} is above the maximum {high:g}"
+    bounds = " and ".join(b for b in (f">= {low:g}" if low is not None else "",
+                                      f"<= {high:g}" if high is not None else "") if b)
+    return True, f"{name} {value:g} {bounds}"
+
+
+def _predictions_check(campaign: Campaign, run: Run, what: str) -> tuple[bool, str]:
+    if run.predictions is None:
+        return False, "no predictions file is named"
+    path = campaign.resolve(run.predictions)
+    if not path.is_file():
+        return False, f"predictions file {run.predictions} does not exist"
+    try:
+        ids = read_prediction_ids(path)
+    except (OSError, ValueError) as exc:
+        return False, f"predictions unreadable: {exc}"
+    if not ids:
+        return False, f"predictions file {run.predictions} is empty"
+    if what == "expected_ids":
+        if run.expected_ids is None:
+            return False, "no expected_ids file is named"
+        try:
+            expected = read_expected_ids(campaign.resolve(run.expected_ids))
+        except OSError as exc:
+            return False, f"expected ids unreadable: {exc.strerror or exc}"
+        problems = compare_ids(expected, ids)
+        if problems:
+            return False, "predictions: " + "; ".join(problems)
+        return True, f"predictions hold exactly the {len(expected)} expected ids"
+    return True, f"predictions hold {len(ids)} records"
+
+
+def _checkpoint_check(campaign: Campaign, run: Run, verifier: Verifier) -> tuple[bool, str]:
+    found = newest_checkpoint(campaign, run.id)
+    if not found:
+        return False, "no complete checkpoint found"
+    report = reload_artifact(campaign, run, found[0].path, verifier)
+    if report.ok:
+        return True, f"checkpoint {found[0].path.name} reloads in a fresh process"
+    return False, f"checkpoint {found[0].path.name} does not reload: " + "; ".join(
+        report.problems or ("unknown error",))
+
+
+# ------------------------------------------------------------------ auto accept
+
+
+def auto_accept(engine: Any, now: datetime, *,
+                verifier: Verifier = verify_checkpoint) -> list[dict[str, Any]]:
+    """Journal ``result_accepted`` / ``result_rejected`` for each ended run that declares
+    acceptance and has no verdict yet. The checks run outside the lock (a reload can take
+    minutes); the verdict is appended under it, after checking nobody recorded one first."""
+    if getattr(engine, "read_only", False):
+        return []
+    campaign: Campaign = engine.campaign
+    state = engine.state(now)
+    written: list[dict[str, Any]] = []
+    for run_id, run in state.runs.items():
+        spec = campaign.runs.get(run_id)
+        if spec is None or not spec.acceptance or run.verdict is not None:
+            continue
+        if run.state not in ENDED_RUN_STATES or run.state == RUNNING:
+            continue
+        accepted, reasons = evaluate_acceptance(campaign, state, run_id, verifier=verifier)
+        with engine.journal.transaction() as txn:
+            current = fold(campaign, txn.events, now).runs.get(run_id)
+            if current is None or current.verdict is not None or current.attempt != run.attempt:
+                continue  # another cockpit judged it first, or a new attempt began
+            kind = "result_accepted" if accepted else "result_rejected"
+            written.append(txn.append(kind, now=now, run=run_id, stage=run.stage,
+                                      result=spec.result_id, reason="; ".join(reasons),
+                                      checks=reasons, attempt=run.attempt, actor="auto"))
+    return written

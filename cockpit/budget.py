@@ -1,0 +1,180 @@
+"""The budget at the close (D20, D21): package committed, other costs, accepted results.
+
+This module owns the pure computation ``budget(campaign, state, now) -> dict`` (JSON-ready)
+and its text rendering. Money stays exact (Decimal with its currency). The package is
+paid whole (D8): nothing here divides a price by hours, and no price per hour is ever
+shown. The rental share per accepted result is ``committed / accepted results``, rounded
+to the cent (D21); with zero accepted results it is *undefined*, never 0: the cost
+incurred and every rejection or stop reason are shown instead.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from cockpit.campaign.model import Campaign
+from cockpit.runs.supervisor import stage_gpus
+from cockpit.state import FAILED, NOT_STARTED, RUNNING, STOPPED, SUCCEEDED, CampaignState
+from cockpit.units import Money, format_hours, plain_amount
+
+
+def _hours(seconds: float) -> float:
+    return round(seconds / 3600.0, 4)
+
+
+def accepted_results(campaign: Campaign, state: CampaignState) -> dict[str, list[str]]:
+    """Accepted result id -> the runs that produced it (D21: one corpus run five times is one).
+
+    A stopped run is never an accepted result (D15), whatever the journal says.
+    """
+    results: dict[str, list[str]] = {}
+    for run_id, run in state.runs.items():
+        if run.verdict != "accepted" or run.state == STOPPED or run.stop is not None:
+            continue
+        spec = campaign.runs.get(run_id)
+        result_id = spec.result_id if spec is not None else run_id
+        results.setdefault(result_id, []).append(run_id)
+    return dict(sorted(results.items()))
+
+
+def rejections(campaign: Campaign, state: CampaignState) -> list[dict[str, Any]]:
+    """Every reason a run is not an accepted result: rejected, stopped, failed, unjudged."""
+    out: list[dict[str, Any]] = []
+    for run_id, run in state.runs.items():
+        if run.stop is not None or run.state == STOPPED:
+            stop = run.stop
+            reason = stop.reason if stop and stop.reason else "stopped (no reason recorded)"
+            entry: dict[str, Any] = {"run": run_id, "kind": "stopped", "reason": reason,
+                                     "rule": stop.rule if stop else None}
+            if stop is not None and stop.step is not None:
+                entry["step"] = stop.step
+            out.append(entry)
+        elif run.verdict == "rejected":
+            out.append({"run": run_id, "kind": "rejected",
+                        "reason": run.verdict_reason or "rejected (no reason recorded)"})
+        elif run.state == FAILED:
+            code = run.exit_code
+            out.append({"run": run_id, "kind": "failed",
+                        "reason": f"exit code {code}" if code is not None
+                        else "ended without an exit code"})
+        elif run.state == SUCCEEDED and run.verdict is None:
+            out.append({"run": run_id, "kind": "unjudged",
+                        "reason": "finished, but not yet accepted or rejected"})
+    return out
+
+
+def gpu_hours(campaign: Campaign, state: CampaignState, now: datetime) -> dict[str, float]:
+    """GPU-hours each run held: wall time (started -> ended, or now) x GPUs held.
+
+    Stopped runs are included: an interrupted run stays an expense (D15).
+    """
+    out: dict[str, float] = {}
+    for run_id, run in state.runs.items():
+        if run.state == NOT_STARTED or run.started_at is None:
+            continue
+        end = run.ended_at or (now if run.state == RUNNING else run.started_at)
+        seconds = max((end - run.started_at).total_seconds(), 0.0)
+        gpus = len(run.gpus)
+        if not gpus:
+            stage = next((s for s in campaign.stages if s.id == run.stage), None) \
+                or campaign.stage_of_run(run_id)
+            gpus = len(stage_gpus(stage, campaign.package.offer.gpus)) if stage else 0
+        out[run_id] = _hours(seconds * gpus)
+    return out
+
+
+def budget(campaign: Campaign, state: CampaignState, now: datetime) -> dict[str, Any]:
+    """The close's money view as plain JSON (amounts as exact strings)."""
+    pkg = campaign.package
+    committed = pkg.cost
+    committed_note = None
+    if committed is None:
+        committed_note = (f"the price of offer {pkg.offer.id} is unknown: state it in the "
+                          "campaign file (offers: - id: ..., price: ...); it is not 0")
+    others = [{"label": c.label, "amount": plain_amount(c.money.amount),
+               "currency": c.money.currency, "at": c.at.isoformat()} for c in state.costs]
+    other_totals: dict[str, Money] = {}
+    for c in state.costs:
+        prior = other_totals.get(c.money.currency, Money(Decimal(0), c.money.currency))
+        other_totals[c.money.currency] = prior + c.money
+
+    # Cost incurred: the package (when known) plus other costs, per currency, never mixed.
+    incurred: dict[str, Money] = dict(other_totals)
+    if committed is not None:
+        prior = incurred.get(committed.currency, Money(Decimal(0), committed.currency))
+        incurred[committed.currency] = prior + committed
+
+    results = accepted_results(campaign, state)
+    count = len(results)
+    share = None
+    undefined = None
+    if count == 0:
+        undefined = ("no accepted result: the rental share per accepted result is undefined "
+                     "(D21); see the cost incurred and the reasons below")
+    elif committed is None:
+        undefined = "the package price is unknown, so the share per accepted result is too"
+    else:
+        share = committed.split(count)
+
+    return {
+        "campaign": campaign.id,
+        "package": {"offer": pkg.offer.id, "gpu": pkg.offer.gpu, "gpus": pkg.offer.gpus,
+                    "days": pkg.offer.days, "count": pkg.count,
+                    "price": pkg.offer.price.as_json() if pkg.offer.price else None,
+                    "order_ref": pkg.order_ref},
+        "committed": committed.as_json() if committed is not None else None,
+        "committed_note": committed_note,
+        "other_costs": others,
+        "other_costs_total": [m.as_json() for m in other_totals.values()],
+        "cost_incurred": None if committed is None else [m.as_json() for m in incurred.values()],
+        "accepted": count,
+        "accepted_results": list(results),
+        "accepted_runs": {rid: runs for rid, runs in results.items()},
+        "share_per_accepted": share.as_json() if share is not None else None,
+        "undefined_reason": undefined,
+        "rejections": rejections(campaign, state),
+        "gpu_hours": gpu_hours(campaign, state, now),
+    }
+
+
+def render_budget(data: dict[str, Any]) -> str:
+    """The budget as short text lines (never a price per hour, D8)."""
+    lines = [f"Budget of campaign {data['campaign']}"]
+    pkg = data["package"]
+    if data["committed"] is not None:
+        c = data["committed"]
+        price = pkg["price"]
+        lines.append(f"  package committed: {c['amount']} {c['currency']} "
+                     f"({pkg['count']} x {pkg['offer']} at {price['amount']} {price['currency']})")
+    else:
+        lines.append(f"  package committed: unknown ({data['committed_note']})")
+    if data["other_costs"]:
+        lines.append("  other costs (kept apart from the rental, D20):")
+        for cost in data["other_costs"]:
+            lines.append(f"    {cost['label']}: {cost['amount']} {cost['currency']}")
+    else:
+        lines.append("  other costs: none recorded")
+    if data["cost_incurred"]:
+        lines.append("  cost incurred: " + ", ".join(f"{m['amount']} {m['currency']}"
+                                                     for m in data["cost_incurred"]))
+    results = data["accepted_results"]
+    lines.append(f"  accepted results: {data['accepted']}"
+                 + (f" ({', '.join(results)})" if results else ""))
+    for rid, runs in data["accepted_runs"].items():
+        if len(runs) > 1:
+            lines.append(f"    result {rid} from runs {', '.join(runs)} counts once (D21)")
+    if data["share_per_accepted"] is not None:
+        s = data["share_per_accepted"]
+        lines.append(f"  rental share per accepted result: {s['amount']} {s['currency']}")
+    else:
+        lines.append(f"  rental share per accepted result: undefined — {data['undefined_reason']}")
+    if data["rejections"]:
+        lines.append("  not accepted:")
+        for r in data["rejections"]:
+            lines.append(f"    {r['run']}: {r['kind']} — {r['reason']}")
+    if data["gpu_hours"]:
+        lines.append("  GPU-hours held: " + ", ".join(
+            f"{run} {format_hours(h)}" for run, h in data["gpu_hours"].items()))
+    return "\n".join(lines)

@@ -1,0 +1,131 @@
+"""The close's commands: ``budget``, ``export`` and ``verify-export``.
+
+This module owns their argument parsing (``add_close_commands(sub)``) and handlers.
+Each handler takes the argparse namespace and returns an exit code; bad input raises
+:class:`cockpit.errors.InputError` (the CLI prints it and exits 2). ``budget`` only
+reads: it never creates or writes anything. ``export`` writes under the campaign's
+``.cockpit/export/`` (or ``--out``) and journals ``export_done``; it exits 0 when the
+export verified, 1 when it was written but a check failed. ``verify-export`` exits 0
+only when every check passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cockpit.errors import InputError
+
+
+def add_close_commands(sub: Any) -> None:
+    p = sub.add_parser("budget", help="package committed, other costs, accepted results "
+                                      "(reads only)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.set_defaults(handler=cmd_budget)
+
+    p = sub.add_parser("export", help="write the results as a verified BagIt bag + tar (D19)")
+    p.add_argument("file")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="export root (default: .cockpit/export/<campaign-id>/ beside the file)")
+    p.add_argument("--artifacts", choices=["final", "all", "none"], default="final",
+                   help="final: the newest complete checkpoint of each accepted run (default); "
+                        "all: every complete checkpoint; none: no checkpoint")
+    p.add_argument("--no-reload", action="store_true",
+                   help="skip reloading the artifacts in a fresh process")
+    p.add_argument("--no-tar", action="store_true", help="do not write the .tar")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.set_defaults(handler=cmd_export)
+
+    p = sub.add_parser("verify-export", help="check an export: hashes, runs, ids, paths, "
+                                             "reloads")
+    p.add_argument("dir")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--no-reload", action="store_true",
+                   help="skip reloading the artifacts in a fresh process")
+    p.set_defaults(handler=cmd_verify_export)
+
+
+def _load(file: str) -> tuple[Any, Any]:
+    from cockpit.campaign import load_campaign
+    from cockpit.journal import Journal, JournalError
+    from cockpit.state import fold
+
+    campaign = load_campaign(file)
+    now = datetime.now(timezone.utc)
+    try:
+        events = Journal(campaign.state_dir / "journal.jsonl").events()
+    except JournalError as exc:
+        raise InputError(str(exc)) from None
+    return campaign, fold(campaign, events, now)
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from cockpit.acceptance import last_metrics
+    from cockpit.budget import budget, render_budget
+    from cockpit.conclusion import conclude, conclusion_spec
+
+    campaign, state = _load(args.file)
+    now = datetime.now(timezone.utc)
+    data = budget(campaign, state, now)
+    spec = conclusion_spec(campaign)
+    if spec is not None:
+        # D21: for a research decision, the conclusion reached rather than a unit price.
+        values = {}
+        for run_id in campaign.runs:
+            value = last_metrics(campaign, state, run_id).get(spec.metric)
+            if value is not None:
+                values[run_id] = value
+        data["conclusion"] = conclude(campaign, state, values).text
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(render_budget(data))
+        if data.get("conclusion"):
+            print(f"  conclusion: {data['conclusion']}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from cockpit.export import ExportError, export_campaign
+
+    campaign, state = _load(args.file)
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError(f"export --out {args.out}: not a folder")
+    try:
+        result = export_campaign(campaign, state, out_dir=args.out, artifacts=args.artifacts,
+                                 verify_reload=not args.no_reload, tar=not args.no_tar)
+    except ExportError as exc:
+        print(f"cockpit export: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({
+            "bag": str(result.bag_dir), "root": str(result.root), "size": result.size_bytes,
+            "files": result.files, "linked": result.linked,
+            "tar": str(result.tar_path) if result.tar_path else None,
+            "tar_size": result.tar_bytes, "sha256": result.tar_sha256,
+            "verified": result.verified, "fetch": result.fetch_commands,
+            "verify": result.verify.to_dict() if result.verify else None,
+            "skipped": result.skipped, "warnings": result.warnings,
+            "timings": result.timings}, indent=2))
+    else:
+        print(result.summary())
+    return 0 if result.verified else 1
+
+
+def cmd_verify_export(args: argparse.Namespace) -> int:
+    from cockpit.export import verify_export
+
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise InputError(f"verify-export: {args.dir}: no such folder")
+    report = verify_export(folder, reload=not args.no_reload)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.render())
+    return report.exit_code

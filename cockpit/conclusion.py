@@ -1,0 +1,312 @@
+"""What closes the campaign: the conclusion (D1, D2) and the deadline guard (D19).
+
+This module owns three campaign-file sections and the pure functions over them:
+
+- ``conclusion: {metric: val/accuracy, better: higher|lower, baseline: control,
+  margin: 0.02, variants: [..]}`` and ``conclude(...)``: from the ACCEPTED results,
+  which variants beat the baseline by the margin, said in words; a negative result
+  closes the question too (D2); an unaccepted baseline means it cannot be closed.
+- ``deadline: {export_hours: 2, retrieve_hours: 1}`` and ``on_deadline: warn |
+  stop-optional``, and ``deadline_check(...)``: a warning when the window left no
+  longer covers the export plus the retrieval of the results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from cockpit.campaign.loader import NAME_ID, Checker, register_section, register_validator
+from cockpit.campaign.model import Campaign
+from cockpit.campaign.yamlread import Path_
+from cockpit.state import STOPPED, CampaignState
+from cockpit.units import format_duration
+
+CONCLUSION_KEYS = ("metric", "better", "baseline", "margin", "variants")
+DEADLINE_KEYS = ("export_hours", "retrieve_hours")
+ON_DEADLINE = ("warn", "stop-optional")
+
+
+@dataclass(frozen=True)
+class ConclusionSpec:
+    metric: str
+    baseline: str
+    better: str = "higher"
+    margin: float = 0.0
+    variants: tuple[str, ...] = ()  # empty: every other run
+
+
+@dataclass(frozen=True)
+class DeadlineSpec:
+    export_s: float = 2 * 3600.0
+    retrieve_s: float = 1 * 3600.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    run: str
+    value: float | None
+    delta: float | None  # improvement over the baseline (positive = better)
+    beats: bool
+    counted: bool  # an accepted result with a value
+    why: str
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    text: str
+    closed: bool
+    winners: tuple[str, ...] = ()
+    baseline: str | None = None
+    baseline_value: float | None = None
+    metric: str | None = None
+    comparisons: tuple[Comparison, ...] = ()
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"text": self.text, "closed": self.closed, "winners": list(self.winners),
+                "baseline": self.baseline, "baseline_value": self.baseline_value,
+                "metric": self.metric, "reasons": list(self.reasons),
+                "comparisons": [c.__dict__ for c in self.comparisons]}
+
+
+# ------------------------------------------------------------------ sections
+
+
+def read_conclusion(check: Checker, value: Any, path: Path_, stages: list[Any]
+                    ) -> ConclusionSpec | None:
+    if value is None:
+        return None
+    entry = check.mapping(value, path, CONCLUSION_KEYS, ("metric", "baseline"),
+                          what="conclusion")
+    if entry is None:
+        return None
+    metric = check.string(entry.get("metric"), path + ("metric",), "metric") \
+        if "metric" in entry else None
+    baseline = check.string(entry.get("baseline"), path + ("baseline",), "baseline run",
+                            NAME_ID) if "baseline" in entry else None
+    better = entry.get("better", "higher")
+    if better not in ("higher", "lower"):
+        check.err(path + ("better",), "better must be higher or lower")
+        better = "higher"
+    margin = entry.get("margin", 0)
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or margin < 0 \
+            or margin != margin or margin == float("inf"):
+        check.err(path + ("margin",), "margin must be a finite number >= 0")
+        margin = 0
+    variants = tuple(check.str_list(entry.get("variants", []), path + ("variants",),
+                                    "variants"))
+    if metric is None or baseline is None:
+        return None
+    return ConclusionSpec(metric, baseline, better, float(margin), variants)
+
+
+def check_conclusion(check: Checker, extras: dict[str, Any]) -> None:
+    spec: ConclusionSpec | None = extras.get("conclusion")
+    if spec is None:
+        return
+    runs = extras.get("runs") or {}
+    if spec.baseline not in runs:
+        known = ", ".join(sorted(runs)) or "none"
+        check.err(("conclusion", "baseline"),
+                  f"baseline {spec.baseline!r} is not a run (runs: {known})")
+    for i, name in enumerate(spec.variants):
+        if name not in runs:
+            check.err(("conclusion", "variants", i), f"variant {name!r} is not a run")
+        elif name == spec.baseline:
+            check.err(("conclusion", "variants", i), "the baseline is not its own variant")
+
+
+def read_deadline(check: Checker, value: Any, path: Path_, stages: list[Any]) -> DeadlineSpec:
+    if value is None:
+        return DeadlineSpec()
+    entry = check.mapping(value, path, DEADLINE_KEYS, what="deadline")
+    if entry is None:
+        return DeadlineSpec()
+    values: dict[str, float] = {}
+    for key, attr in (("export_hours", "export_s"), ("retrieve_hours", "retrieve_s")):
+        if key in entry:
+            raw = entry[key]
+            if raw == 0 and not isinstance(raw, bool):
+                values[attr] = 0.0
+                continue
+            seconds = check.duration(raw, path + (key,), key)
+            if seconds is not None:
+                values[attr] = seconds
+    return DeadlineSpec(**values)
+
+
+def read_on_deadline(check: Checker, value: Any, path: Path_, stages: list[Any]) -> str:
+    if value is None:
+        return "warn"
+    if value not in ON_DEADLINE:
+        check.err(path, f"on_deadline must be one of {', '.join(ON_DEADLINE)}")
+        return "warn"
+    return str(value)
+
+
+register_section("conclusion", read_conclusion)
+register_section("deadline", read_deadline)
+register_section("on_deadline", read_on_deadline)
+register_validator(check_conclusion)
+
+
+def conclusion_spec(campaign: Campaign) -> ConclusionSpec | None:
+    return campaign.extras.get("conclusion")  # type: ignore[return-value]
+
+
+def deadline_spec(campaign: Campaign) -> DeadlineSpec:
+    return campaign.extras.get("deadline") or DeadlineSpec()  # type: ignore[return-value]
+
+
+def on_deadline(campaign: Campaign) -> str:
+    return str(campaign.extras.get("on_deadline") or "warn")
+
+
+# ------------------------------------------------------------------ conclusion
+
+
+def _num(value: float) -> Decimal:
+    # repr() gives the shortest text that round-trips: 0.82 - 0.80 is exactly 0.02 here.
+    return Decimal(repr(float(value)))
+
+
+def _fmt(value: float | Decimal) -> str:
+    return f"{float(value):.6g}"
+
+
+def _not_accepted_why(state: CampaignState, run_id: str) -> str:
+    run = state.runs.get(run_id)
+    if run is None or run.state == "not_started":
+        dropped = [s for s in state.stages.values() if s.run == run_id and s.state == "dropped"]
+        if dropped:
+            return f"dropped ({dropped[0].reason or 'by a decision'})"
+        return "not run"
+    if run.stop is not None or run.state == STOPPED:
+        return f"stopped ({run.stop.reason if run.stop else 'no reason recorded'})"
+    if run.verdict == "rejected":
+        return f"rejected ({run.verdict_reason or 'no reason recorded'})"
+    if run.state == "failed":
+        return f"failed (exit code {run.exit_code})"
+    if run.state == "running":
+        return "still running"
+    return "not (yet) accepted"
+
+
+def _accepted(state: CampaignState, run_id: str) -> bool:
+    run = state.runs.get(run_id)
+    return bool(run and run.verdict == "accepted" and run.stop is None
+                and run.state != STOPPED)
+
+
+def conclude(campaign: Campaign, state: CampaignState,
+             metric_values: dict[str, float]) -> Conclusion:
+    """Which accepted variants beat the accepted baseline by the margin, in words."""
+    spec = conclusion_spec(campaign)
+    if spec is None:
+        return Conclusion(
+            text="the campaign file names no conclusion (conclusion: {metric, better, "
+                 "baseline, margin}): state the question's answer in words (D1)",
+            closed=False)
+    metric, base = spec.metric, spec.baseline
+    direction = "higher" if spec.better == "higher" else "lower"
+    if not _accepted(state, base):
+        why = _not_accepted_why(state, base)
+        return Conclusion(
+            text=f"the question cannot be closed: the baseline {base} is not an accepted "
+                 f"result ({why}), so no variant can be compared with it",
+            closed=False, baseline=base, metric=metric, reasons=(f"baseline {base}: {why}",))
+    base_value = metric_values.get(base)
+    if base_value is None or base_value != base_value:
+        return Conclusion(
+            text=f"the question cannot be closed: the baseline {base} reported no {metric}",
+            closed=False, baseline=base, metric=metric,
+            reasons=(f"baseline {base}: no {metric}",))
+    variants = spec.variants or tuple(r for r in campaign.runs if r != base)
+    margin = _num(spec.margin)
+    comparisons: list[Comparison] = []
+    for run_id in variants:
+        if not _accepted(state, run_id):
+            comparisons.append(Comparison(run_id, metric_values.get(run_id), None, False, False,
+                                          _not_accepted_why(state, run_id)))
+            continue
+        value = metric_values.get(run_id)
+        if value is None or value != value:
+            comparisons.append(Comparison(run_id, None, None, False, False,
+                                          f"accepted, but reported no {metric}"))
+            continue
+        delta = _num(value) - _num(base_value)
+        if spec.better == "lower":
+            delta = -delta
+        beats = delta > 0 and delta >= margin
+        comparisons.append(Comparison(
+            run_id, value, float(delta), beats, True,
+            f"{metric} {_fmt(value)} vs {_fmt(base_value)}: "
+            f"{'+' if delta >= 0 else ''}{_fmt(delta)} ({direction} is better)"))
+    counted = [c for c in comparisons if c.counted]
+    winners = tuple(c.run for c in counted if c.beats)
+    margin_text = _fmt(spec.margin)
+    not_counted = [f"{c.run}: {c.why}" for c in comparisons if not c.counted]
+    tail = f" (not counted: {'; '.join(not_counted)})" if not_counted else ""
+    if not counted:
+        return Conclusion(
+            text=f"the question cannot be closed: no variant is an accepted result to "
+                 f"compare with the baseline {base}{tail}",
+            closed=False, baseline=base, baseline_value=base_value, metric=metric,
+            comparisons=tuple(comparisons), reasons=tuple(not_counted))
+    if winners:
+        parts = [f"{c.run} ({metric} {_fmt(c.value or 0)}, {'+' if (c.delta or 0) >= 0 else ''}"
+                 f"{_fmt(c.delta or 0)})" for c in counted if c.beats]
+        text = (f"{', '.join(parts)} beat{'s' if len(winners) == 1 else ''} the baseline {base} "
+                f"({metric} {_fmt(base_value)}) by at least {margin_text} ({direction} is "
+                f"better)")
+        losers = [c.run for c in counted if not c.beats]
+        if losers:
+            text += f"; {', '.join(losers)} do{'es' if len(losers) == 1 else ''} not"
+    else:
+        text = (f"no variant beats the baseline {base} by {margin_text} on {metric} "
+                f"({direction} is better; baseline {_fmt(base_value)}): a negative result "
+                "that closes the question (D2)")
+    return Conclusion(text=text + tail, closed=True, winners=winners, baseline=base,
+                      baseline_value=base_value, metric=metric,
+                      comparisons=tuple(comparisons), reasons=tuple(not_counted))
+
+
+# ------------------------------------------------------------------ deadline guard
+
+
+def deadline_check(campaign: Campaign, now: datetime, forecast_end: datetime | None,
+                   export_exists: bool) -> str | None:
+    """A warning when the window left no longer covers export + retrieval (D19), else None.
+
+    Work still forecast to run (``forecast_end`` after now) comes first; an export that
+    already exists and is current needs only the retrieval.
+    """
+    spec = deadline_spec(campaign)
+    end = campaign.package.end
+    work_left = forecast_end is not None and forecast_end > now
+    need = spec.retrieve_s + (0.0 if export_exists and not work_left else spec.export_s)
+    start = forecast_end if work_left and forecast_end is not None else now
+    finish = start + timedelta(seconds=need)
+    if finish <= end:
+        return None
+    left = (end - now).total_seconds()
+    what = ("retrieval" if need == spec.retrieve_s
+            else f"export ({format_duration(spec.export_s)}) + retrieval "
+                 f"({format_duration(spec.retrieve_s)})")
+    if left <= 0:
+        text = "the rental window has ended: results not yet out of the box may be lost (D19)"
+    elif work_left:
+        text = (f"work forecast to end at {forecast_end:%Y-%m-%d %H:%M %Z} leaves "
+                f"{format_duration(max((end - start).total_seconds(), 0))} before the window "
+                f"ends, but {what} needs {format_duration(need)}: "
+                f"{format_duration((finish - end).total_seconds())} short (D19)")
+    else:
+        text = (f"{format_duration(left)} left in the window, {what} needs "
+                f"{format_duration(need)}: {'fetch' if need == spec.retrieve_s else 'export'} "
+                "the results now (D19)")
+    if on_deadline(campaign) == "stop-optional" and work_left:
+        text += "; on_deadline: stop-optional — optional stages are to be stopped"
+    return text

@@ -1,0 +1,154 @@
+"""REPORT.md and the timeline SVG: planned against realized, never rewriting the plan (D24).
+
+This module owns the human report of an export: the question and its conclusion,
+per stage the planned and observed times with the deviation, notes and decisions,
+the stops with their ids and reasons, the budget, and a dependency-free SVG with a
+planned and a realized bar per stage over the rental window. Pure functions of the
+plan, the folded state and ``now``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from html import escape
+from typing import Any
+
+from cockpit.budget import render_budget
+from cockpit.campaign.model import Campaign
+from cockpit.conclusion import Conclusion
+from cockpit.planning.schedule import plan_campaign
+from cockpit.state import CampaignState
+from cockpit.units import format_duration
+
+
+def _t(when: datetime | None) -> str:
+    return when.strftime("%Y-%m-%d %H:%M") if when else "—"
+
+
+def _planned(campaign: Campaign) -> dict[str, tuple[datetime, datetime]]:
+    """Each stage's planned interval, from the plan alone (no realized fact moves it)."""
+    start = campaign.package.start
+    return {slot.stage.id: (start + timedelta(hours=slot.start), start + timedelta(hours=slot.end))
+            for slot in plan_campaign(campaign).slots}
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_report(campaign: Campaign, state: CampaignState, now: datetime,
+                  money: dict[str, Any], verdict: Conclusion, runs: dict[str, Any],
+                  svg_name: str = "timeline.svg") -> str:
+    pkg = campaign.package
+    planned = _planned(campaign)
+    lines = [f"# Campaign {campaign.id}", "",
+             f"**Question.** {campaign.question or '(no question stated)'}", "",
+             f"**Conclusion.** {verdict.text}", "",
+             f"Package: {pkg.count} x {pkg.offer.id} ({pkg.offer.gpu}, {pkg.offer.days:g} days), "
+             f"window {_t(pkg.start)} – {_t(pkg.end)} UTC"
+             + (f", order {pkg.order_ref}" if pkg.order_ref else "") + ".",
+             f"Report written {_t(now)} UTC. The plan is quoted as decided (sha256 "
+             f"`{campaign.sha256[:12]}`); realized facts come from the journal (D24).", ""]
+    if state.plan_changed:
+        lines += ["> The campaign file changed after the plan was recorded in the journal: "
+                  "the deviations below are against the file as it is now.", ""]
+    lines += ["## Planned against realized", "",
+              f"![timeline: planned and realized per stage]({svg_name})", "",
+              "| stage | category | planned | planned h | realized | observed h | deviation "
+              "| state | notes and decisions |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for stage in campaign.stages:
+        st = state.stages[stage.id]
+        p_start, p_end = planned.get(stage.id, (None, None))
+        observed = st.elapsed_s(now) if st.started_at else None
+        deviation = format_duration(observed - stage.seconds, signed=True) \
+            if observed is not None else "—"
+        extra = list(st.notes)
+        if st.reason:
+            extra.append(st.reason)
+        decision = state.decisions.get(stage.id)
+        if decision is not None:
+            drops = f", dropped {', '.join(decision.drops)}" if decision.drops else ""
+            extra.append(f"decision {decision.outcome}{drops}: {decision.note}")
+        realized = f"{_t(st.started_at)} – {_t(st.ended_at) if st.ended_at else 'running'}" \
+            if st.started_at else "—"
+        lines.append(
+            f"| {stage.id} | {stage.category} | {_t(p_start)} – {_t(p_end)} | "
+            f"{stage.hours:.2f} | {realized} | "
+            f"{'—' if observed is None else f'{observed / 3600:.2f}'} | {deviation} | {st.state} "
+            f"| {_md('; '.join(extra)) or '—'} |")
+    lines += ["", "## Runs", "", "| run | result | status | reason |", "|---|---|---|---|"]
+    for run_id, entry in runs.items():
+        lines.append(f"| {run_id} | {entry['result']} | {entry['status']} | "
+                     f"{_md(entry['reason']) or '—'} |")
+    stops = [(rid, r.stop) for rid, r in state.runs.items() if r.stop is not None]
+    lines += ["", "## Stops", ""]
+    if stops:
+        for rid, stop in stops:
+            step = f" at step {stop.step}" if stop.step is not None else ""
+            lines.append(f"- run `{rid}` stopped by `{stop.rule}`{step} ({_t(stop.at)}): "
+                         f"{stop.reason}")
+    else:
+        lines.append("No run was stopped.")
+    lines += ["", "## Budget", "", "```", render_budget(money), "```", ""]
+    if verdict.comparisons:
+        lines += ["## Comparison with the baseline", ""]
+        for c in verdict.comparisons:
+            mark = "beats" if c.beats else ("does not beat" if c.counted else "not counted")
+            lines.append(f"- {c.run}: {mark} — {c.why}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def timeline_svg(campaign: Campaign, state: CampaignState, now: datetime) -> str:
+    """Planned (light) and realized (solid) bars per stage over the window."""
+    planned = _planned(campaign)
+    start = campaign.package.start
+    end = campaign.package.end
+    for st in state.stages.values():
+        if st.started_at is not None:
+            start = min(start, st.started_at)
+            end = max(end, st.ended_at or now)
+    for _p_start, p_end in planned.values():
+        end = max(end, p_end)
+    span = max((end - start).total_seconds(), 1.0)
+    label_w, width, row_h, top = 150, 900, 28, 40
+    height = top + row_h * len(campaign.stages) + 40
+
+    def x(when: datetime) -> float:
+        return label_w + (when - start).total_seconds() / span * (width - label_w - 10)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="12">',
+             f'<title>{escape(campaign.id)}: planned and realized</title>',
+             f'<text x="10" y="20">{escape(campaign.id)} — planned (light) and realized '
+             '(solid) per stage</text>']
+    # Window edges and a tick per day.
+    day = campaign.package.start
+    while day <= end:
+        parts.append(f'<line x1="{x(day):.1f}" y1="{top - 8}" x2="{x(day):.1f}" '
+                     f'y2="{height - 30}" stroke="#ccc"/>')
+        parts.append(f'<text x="{x(day):.1f}" y="{height - 15}" font-size="10">'
+                     f'{day:%m-%d %H:%M}</text>')
+        day += timedelta(days=1)
+    w_end = campaign.package.end
+    parts.append(f'<line x1="{x(w_end):.1f}" y1="{top - 8}" x2="{x(w_end):.1f}" '
+                 f'y2="{height - 30}" stroke="#c00" stroke-dasharray="4 3"/>')
+    colors = {"done": "#2a7", "failed": "#c33", "stopped": "#e80", "running": "#37c",
+              "dropped": "#999", "skipped": "#999"}
+    for i, stage in enumerate(campaign.stages):
+        y = top + i * row_h
+        st = state.stages[stage.id]
+        parts.append(f'<text x="8" y="{y + 15}">{escape(stage.id)}</text>')
+        p_start, p_end = planned[stage.id]
+        parts.append(f'<rect x="{x(p_start):.1f}" y="{y + 2}" '
+                     f'width="{max(x(p_end) - x(p_start), 1):.1f}" height="9" fill="#bcd" '
+                     f'><title>planned {_t(p_start)} – {_t(p_end)}</title></rect>')
+        if st.started_at is not None:
+            r_end = st.ended_at or now
+            parts.append(f'<rect x="{x(st.started_at):.1f}" y="{y + 13}" '
+                         f'width="{max(x(r_end) - x(st.started_at), 1):.1f}" height="9" '
+                         f'fill="{colors.get(st.state, "#555")}"><title>{escape(st.state)} '
+                         f'{_t(st.started_at)} – {_t(r_end)}</title></rect>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
