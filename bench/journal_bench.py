@@ -1,11 +1,13 @@
-"""Measure journal append throughput (one process, fsync per event) and read speed.
+"""Journal append throughput (one process, fsync per event) against a bare
+write+fsync loop on the same disk in the same run, and read costs.
 
-Run: python bench/journal_bench.py [N] [FOLDER]
+Run: python bench/journal_bench.py [--events N] [--dir FOLDER]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import os
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -14,17 +16,36 @@ from pathlib import Path
 from cockpit.journal import Journal
 
 
+def bare(path: Path, n: int) -> float:
+    """The floor: one O_APPEND write and an fsync per line, no lock, no JSON."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    line = b'{"seq": 1, "kind": "note", "text": "note"}\n'
+    start = time.perf_counter()
+    for _ in range(n):
+        os.write(fd, line)
+        os.fsync(fd)
+    spent = time.perf_counter() - start
+    os.close(fd)
+    return spent
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
-    with tempfile.TemporaryDirectory(dir=sys.argv[2] if len(sys.argv) > 2 else None) as tmp:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    n = args.events
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / ".cockpit" / "journal.jsonl"
         journal = Journal(path)
-        now = datetime(2024, 12, 2, 9, 0, tzinfo=timezone.utc)
+        now = datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc)
         start = time.perf_counter()
         for i in range(n):
             journal.append("note", now=now, stage="pilot", text=f"note {i}")
         spent = time.perf_counter() - start
-        print(f"append: {n} events in {spent:.2f} s = {n / spent:,.0f} events/s (fsync each)")
+        floor = bare(Path(tmp) / "bare.log", n)
+        print(f"append: {n / spent:,.0f} events/s (fsync each); bare write+fsync "
+              f"{n / floor:,.0f} lines/s; journal/bare time {spent / floor:.2f}x")
         start = time.perf_counter()
         events = Journal(path).events()
         spent = time.perf_counter() - start

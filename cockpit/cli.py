@@ -96,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="resume equivalence: restart from it for N steps and compare")
     p.set_defaults(handler=cmd_verify)
 
+    p = sub.add_parser("demo", help="the digits campaign end to end, in minutes")
+    p.add_argument("--headless", action="store_true", help="no screen: print events")
+    p.add_argument("--dir", default=None, help="working folder (default: a new one here)")
+    p.add_argument("--interval", type=_positive_seconds, default=0.5, metavar="SECONDS")
+    p.add_argument("--timeout", type=_positive_seconds, default=1800, metavar="SECONDS")
+    p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
+    _simulate(p)
+    p.set_defaults(handler=cmd_demo)
+
     p = sub.add_parser("start", help="launch a stage's command, detached")
     p.add_argument("file")
     p.add_argument("stage")
@@ -141,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("amount")
     p.add_argument("--currency", default="USD")
     p.set_defaults(handler=cmd_cost)
+
+    from cockpit.close_commands import add_close_commands
+
+    add_close_commands(sub)  # budget, export, verify-export
     return parser
 
 
@@ -159,8 +172,8 @@ def _simulate(p: argparse.ArgumentParser) -> None:
                    help="drive N simulated GPUs (labelled SIMULATED); also COCKPIT_SIMULATE_GPUS")
 
 
-COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "start", "mark", "stop",
-            "decide", "accept", "note", "cost")
+COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "start", "mark",
+            "stop", "decide", "accept", "note", "cost", "budget", "export", "verify-export")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -365,6 +378,13 @@ def cmd_tui(args: argparse.Namespace) -> int:
     from cockpit.tui.app import run_tui
 
     return run_tui(args)
+
+
+@_acting
+def cmd_demo(args: argparse.Namespace) -> int:
+    from cockpit.demo import run_demo
+
+    return run_demo(args)
 
 
 @_acting

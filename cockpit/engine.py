@@ -9,6 +9,7 @@ journal lock so two cockpits on one campaign never act twice. A read-only engine
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -24,7 +25,10 @@ from typing import Any
 
 import psutil
 
+from cockpit.acceptance import auto_accept
+from cockpit.budget import budget
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, Stage
+from cockpit.conclusion import deadline_check, on_deadline
 from cockpit.errors import ActionRefused, InputError
 from cockpit.hooks import HookRunner, hook_event_name
 from cockpit.journal import Journal, JournalTxn, parse_time
@@ -169,8 +173,11 @@ class Engine:
         self.new_events = []
         state = self.state(now)
         if not self.read_only:
-            self._record_exits(state, now)
-            self._apply_rules(self.state(now), now)
+            # Rules before exits: a run's last lines (a truncation count, a final NaN) are
+            # judged while it still counts as running, even if it has just exited.
+            self._apply_rules(state, now)
+            self._record_exits(self.state(now), now)
+            auto_accept(self, now)  # acceptance checks when a run ends, before what follows
             self._auto_verify(self.state(now), now)
             self._advance_stops(self.state(now), now)
             if self.auto:
@@ -320,7 +327,7 @@ class Engine:
         path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
         result = resume_equivalence(self.campaign, run, path, checkpoint_step(chosen), now)
         return self.journal.append(
-            "resume_verified", now=now, run=run.id, ok=result.ok, path=result.checkpoint,
+            "resume_verified", now=self.clock(), run=run.id, ok=result.ok, path=result.checkpoint,
             from_step=result.from_step, compared=result.compared,
             diverged_step=result.diverged_step, message=result.message,
             seconds=round(result.seconds, 3), actor=self.actor)
@@ -752,13 +759,43 @@ class Engine:
         return ExitVerdict(3, f"waiting for a person: {', '.join(waiting) or 'nothing startable'}")
 
     # ------------------------------------------------------------------ hooks & deadline
+    def _verified_export(self) -> bool:
+        return any(ev.get("kind") == "export_done" and ev.get("verified")
+                   for ev in self.journal.events()[-200:])
+
     def _deadline_guard(self, state: CampaignState, now: datetime) -> None:
-        """Warn once when the window's end is near (D19: results must leave the box)."""
+        """D19: results must leave the box before the window ends. Warn once when the end
+        is near without a verified export; when the forecast no longer leaves time for
+        export and retrieval, warn loudly and, with ``on_deadline: stop-optional``, stop
+        the optional runs and start the export."""
         left = (self.campaign.package.end - now).total_seconds()
-        if 0 < left <= self.campaign.settings.deadline_warn_s:
+        exported = self._verified_export()
+        if 0 < left <= self.campaign.settings.deadline_warn_s and not exported:
             self._journal_once("warning", "deadline_near", now, source="window",
-                               message=f"{format_duration(left)} left in the rental window: "
-                                       "export and fetch the results (D19)")
+                               message=f"{format_duration(left)} left in the rental window "
+                                       "and no verified export: export and fetch (D19)")
+        if self.campaign.package.start > now:
+            return
+        fc = forecast(self.campaign, state, now)
+        text = deadline_check(self.campaign, now, fc.end, exported)
+        if text is None:
+            return
+        day = now.strftime("%Y%m%d%H")  # the loud warning repeats at most hourly
+        self._journal_once("warning", f"deadline:{day}", now, source="deadline", message=text)
+        if on_deadline(self.campaign) != "stop-optional":
+            return
+        for run in state.runs.values():
+            stage = self.campaign.stage_of_run(run.id)
+            if run.state == RUNNING and run.stop is None and stage is not None \
+                    and stage.category in OPTIONAL_CATEGORIES:
+                with contextlib.suppress(ActionRefused):
+                    self.stop(run.id, "window deadline: export and retrieval need the time "
+                                      "left (D19)", now=now, rule="deadline")
+        export = next((s for s in self.campaign.stages if (s.role or s.id) == "export"), None)
+        if export is not None and export.command is not None \
+                and state.stages[export.id].state == PENDING:
+            with contextlib.suppress(ActionRefused):
+                self.start(export.id, force=True, now=now)
 
     def _run_hooks(self, now: datetime) -> None:
         hooks = self.campaign.hooks
@@ -916,7 +953,8 @@ class Engine:
             count=pkg.count, window=window, stages=tuple(stages), runs=tuple(runs),
             rules=tuple(rules), pending_decisions=state.pending_decisions,
             revised=state.revised, gpus=self._gpu, host=self._host, warnings=tuple(warnings),
-            events=tuple(self._recent), auto=self.auto)
+            events=tuple(self._recent), auto=self.auto,
+            budget=budget(campaign, state, now))
 
     def _gpu_memory_by_run(self, state: CampaignState) -> dict[str, int]:
         """Where NVML shows a run's pid (or its children) on a GPU, its memory."""
@@ -1028,6 +1066,10 @@ def describe_event(ev: Mapping[str, Any]) -> str:
         return f"checkpoint of run {run} {verdict} ({ev.get('path')})"
     if kind == "warning":
         return f"warning: {ev.get('message')}"
+    if kind == "export_done":
+        verdict = "verified" if ev.get("verified") else "NOT verified"
+        return f"export written and {verdict}: {ev.get('path')} (tar sha256 " \
+               f"{str(ev.get('sha256'))[:12]})"
     if kind == "hook_started":
         return f"hook {ev.get('hook')} started for event #{ev.get('for_seq')} (pid {ev.get('pid')})"
     return f"{kind}: " + ", ".join(f"{k}={v}" for k, v in ev.items()

@@ -56,7 +56,7 @@ def test_nan_metric_stopped_by_finite_loss_within_two_ticks(tmp_path: Path):
     assert "non-finite" in fired[0]["reason"] and fired[0]["step"] >= 8
     stop = [e for e in events if e["kind"] == "stop_requested"]
     assert stop and stop[0]["rule"] == "finite-loss" and stop[0]["reason"] == fired[0]["reason"]
-    snap = tick_until(engine, lambda s: s.run("r1").state == "stopped", timeout=10)
+    snap = tick_until(engine, lambda s: s.run("r1").state == "stopped", timeout=30)
     assert snap.stage("train").state == "stopped"
     with pytest.raises(psutil.NoSuchProcess):
         psutil.Process(pid).status()

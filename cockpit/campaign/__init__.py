@@ -26,3 +26,7 @@ __all__ = [
     "StopRule",
     "load_campaign",
 ]
+
+# The closing sections (acceptance checks, conclusion, deadline) register themselves too.
+from cockpit import acceptance as _acceptance  # noqa: E402, F401
+from cockpit import conclusion as _conclusion  # noqa: E402, F401

@@ -2,11 +2,13 @@
 
 Reads each run's predictions.csv (id,label,pred) and writes, in the run's own folder:
 confusion.csv, confused_pairs.md and misclassified.md (with the 8×8 images as text).
+Without arguments it analyses every run the campaign journal shows as accepted.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -46,12 +48,25 @@ def analyse(folder: Path, rows: list[list[str]]) -> str:
     return f"{folder.name}: accuracy {accuracy:.3f}, top pair {pairs.most_common(1)}"
 
 
+def accepted_runs(journal: Path = Path(".cockpit/journal.jsonl")) -> list[Path]:
+    """out/RUN for each run with a result_accepted event (and no later rejection)."""
+    verdicts: dict[str, bool] = {}
+    for line in journal.read_text().splitlines() if journal.exists() else []:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a torn line: the journal's own reader reports it
+        if event.get("kind") in ("result_accepted", "result_rejected"):
+            verdicts[event["run"]] = event["kind"] == "result_accepted"
+    return [Path("out") / run for run, ok in verdicts.items() if ok]
+
+
 def main() -> int:
     rows = read_rows()
-    folders = [Path(p) for p in sys.argv[1:]]
+    folders = [Path(p) for p in sys.argv[1:]] or accepted_runs()
     if not folders:
-        print("usage: error_analysis.py OUT_FOLDER...", file=sys.stderr)
-        return 2
+        print("no accepted run to analyse", file=sys.stderr)
+        return 1
     for folder in folders:
         if not (folder / "predictions.csv").exists():
             print(f"{folder}: no predictions.csv, skipped", file=sys.stderr)

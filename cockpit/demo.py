@@ -1,0 +1,143 @@
+"""`cockpit demo`: the digits campaign end to end on any machine, in minutes.
+
+Copies ``sample_campaigns/digits`` into a working folder, sets the window to start
+now and writes this interpreter into its stage commands, then runs it in auto mode:
+the demo plays the person's part (marks the prep stage done, records the pilot
+decision "continue" with a note saying it was scripted) and runs to the close.
+With a terminal it opens the TUI; ``--headless`` (and no TTY, as in CI) prints
+the events and the final summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cockpit.errors import InputError
+
+DEMO_NOTE = "the demo's scripted choice: the pilot reached the floor, go on with the plan"
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_campaigns" / "digits"
+
+
+def prepare(target: Path | None, now: datetime, python: str = sys.executable,
+            steps: int | None = None) -> Path:
+    """Copy the sample into ``target`` (default a new folder here); return the campaign file."""
+    if not SAMPLE.is_dir():
+        raise InputError(f"demo: the sample campaign is missing ({SAMPLE}); run the demo "
+                         "from a clone of the cockpit repository")
+    if target is None:
+        target = Path.cwd() / f"cockpit-demo-{now:%Y%m%d-%H%M%S}"
+    if target.exists() and any(target.iterdir()):
+        raise InputError(f"demo: {target} exists and is not empty; give --dir a new folder")
+    shutil.copytree(SAMPLE, target, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(".cockpit", "ckpt", "out", "__pycache__"))
+    path = target / "campaign.yaml"
+    text = path.read_text()
+    text = text.replace("start: 2026-12-02T08:00:00Z",
+                        f"start: {now.strftime('%Y-%m-%dT%H:%M:%SZ')}")
+    # The stages run with the interpreter that runs the cockpit (a venv needs nothing on PATH).
+    text = text.replace('"{python}"', json.dumps(python))
+    if steps is not None:
+        text = text.replace('"--steps", "600"', f'"--steps", "{steps}"')
+    path.write_text(text)
+    return path
+
+
+def play_person(engine: Any) -> list[dict[str, Any]]:
+    """The demo's scripted human part: mark prep done, decide at the pilot."""
+    from cockpit.errors import ActionRefused
+
+    written: list[dict[str, Any]] = []
+    state = engine.state()
+    try:
+        if state.stages["prep"].state == "pending":
+            written += engine.mark("prep", "done", note="demo: the corpus ships with the "
+                                   "project, nothing to prepare")
+        if "pilot" in state.pending_decisions:
+            written += engine.decide("continue", stage="pilot", note=DEMO_NOTE)
+    except ActionRefused:
+        pass  # another cockpit did it first
+    return written
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from cockpit.campaign import load_campaign
+
+    now = datetime.now(timezone.utc)
+    path = prepare(Path(args.dir).resolve() if args.dir else None, now,
+                   steps=getattr(args, "steps", None))
+    print(f"demo campaign: {path}", flush=True)
+    headless = args.headless or not sys.stdout.isatty()
+    if not headless:
+        from cockpit.tui.app import run_tui
+
+        tui_args = argparse.Namespace(file=str(path), interval=args.interval, theme=None,
+                                      auto=True, no_mouse=False,
+                                      simulate_gpus=args.simulate_gpus, demo=True)
+        code = run_tui(tui_args)
+        print(summary(load_campaign(path)))
+        return code
+    return _run_headless(path, args)
+
+
+def _run_headless(path: Path, args: argparse.Namespace) -> int:
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine, default_samplers, describe_event
+    from cockpit.telemetry import simulate_count_from_env
+
+    campaign = load_campaign(path)
+    gpu, host = default_samplers(campaign, simulate_count_from_env(args.simulate_gpus))
+    engine = Engine(campaign, gpu_sampler=gpu, host_sampler=host, auto=True, actor="demo")
+    deadline = time.monotonic() + args.timeout
+    try:
+        while True:
+            engine.tick()
+            for ev in engine.new_events:
+                print(f"{ev['t']} {describe_event(ev)}", flush=True)
+            if play_person(engine):
+                continue  # the person's part may have unblocked stages: tick again first
+            verdict = engine.until_done(engine.state())
+            if verdict.code is not None:
+                print(f"demo: {verdict.reason}", flush=True)
+                break
+            if time.monotonic() > deadline:
+                print(f"demo: not done after {args.timeout:g} s", file=sys.stderr)
+                return 1
+            time.sleep(args.interval)
+    finally:
+        engine.close()
+    print(summary(campaign))
+    return verdict.code
+
+
+def summary(campaign: Any) -> str:
+    """The close in a few lines: runs, budget, export and how to verify it."""
+    from cockpit.engine import Engine
+
+    engine = Engine(campaign, read_only=True)
+    snap = engine.tick()
+    lines = ["", f"campaign {campaign.id} closed:"]
+    for run in snap.runs:
+        why = f" — {run.stop_rule}: {run.stop_reason}" if run.stop_rule else ""
+        verdict = f" [{run.verdict}]" if run.verdict else ""
+        lines.append(f"  run {run.id}: {run.state}{verdict}{why}")
+    if snap.budget:
+        b = snap.budget
+        share = b.get("share_per_accepted")
+        committed = b.get("committed") or {}
+        lines.append(f"  budget: {committed.get('amount')} {committed.get('currency')} "
+                     f"committed, {b.get('accepted')} accepted, "
+                     + (f"{share['amount']} {share['currency']} per accepted result"
+                        if share else f"per result undefined ({b.get('undefined_reason')})"))
+    exports = [e for e in engine.journal.events() if e.get("kind") == "export_done"]
+    if exports:
+        last = exports[-1]
+        lines.append(f"  export: {last.get('path')} (verified: {last.get('verified')})")
+        lines.append(f"  verify it: cockpit verify-export {last.get('path')}")
+    return "\n".join(lines)

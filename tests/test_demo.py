@@ -1,0 +1,117 @@
+"""`cockpit demo --headless`: the digits campaign to its close, as CI runs it.
+
+A smaller setting of the same campaign (fewer steps per run) keeps the suite within
+its time budget; everything else is the real thing: PyTorch training on CPU, the
+pilot decision, the stop rule, reload checks, error analysis, export and budget.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.runs.verify import verify_checkpoint
+from tests.conftest import SAMPLES, run_cockpit
+
+pytest.importorskip("torch", reason="the demo trains a real PyTorch model")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> tuple[Path, str]:
+    folder = tmp_path_factory.mktemp("demo") / "run"
+    result = run_cockpit("demo", "--headless", "--dir", str(folder), "--steps", "300",
+                         "--interval", "0.2", timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return folder, result.stdout
+
+
+def events(folder: Path) -> list[dict]:
+    text = (folder / ".cockpit" / "journal.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_the_demo_closes_as_expected(demo):
+    folder, out = demo
+    assert f"demo campaign: {folder / 'campaign.yaml'}" in out
+    journal = events(folder)
+    verdicts = {e["run"]: e["kind"] for e in journal
+                if e["kind"] in ("result_accepted", "result_rejected")}
+    assert verdicts["control"] == "result_accepted"
+    assert verdicts["variant-a"] == "result_accepted"
+    fired = [e for e in journal if e["kind"] == "rule_fired"]
+    assert [(e["run"], e["rule"]) for e in fired] == [("variant-b", "finite-loss")]
+    assert "non-finite" in fired[0]["reason"]
+    stop = next(e for e in journal if e["kind"] == "stop_requested")
+    assert stop["run"] == "variant-b" and stop["reason"] == fired[0]["reason"]
+    decision = next(e for e in journal if e["kind"] == "decision")
+    assert decision["stage"] == "pilot" and decision["outcome"] == "continue"
+    assert "scripted" in decision["note"]
+    resume = next(e for e in journal if e["kind"] == "resume_verified")
+    assert resume["run"] == "pilot" and resume["ok"] is True
+    # The stages ran with this interpreter, written into the campaign file.
+    assert json.dumps(sys.executable) in (folder / "campaign.yaml").read_text()
+
+
+def test_the_budget_of_the_demo(demo):
+    folder, out = demo
+    data = json.loads(run_cockpit("budget", str(folder / "campaign.yaml"), "--json").stdout)
+    assert data["committed"] == {"amount": "47.14", "currency": "USD"}
+    assert data["accepted"] == 2
+    assert data["share_per_accepted"] == {"amount": "23.57", "currency": "USD"}
+    assert "23.57 USD per accepted result" in out
+
+
+def test_predictions_error_analysis_and_export(demo):
+    folder, out = demo
+    for run in ("control", "variant-a"):
+        for name in ("predictions.csv", "confusion.csv", "confused_pairs.md",
+                     "misclassified.md"):
+            path = folder / "out" / run / name
+            assert path.stat().st_size > 0, path
+    done = [e for e in events(folder) if e["kind"] == "export_done"]
+    assert done and done[-1]["verified"] is True
+    bag = Path(done[-1]["path"])
+    assert f"cockpit verify-export {bag}" in out
+    check = run_cockpit("verify-export", str(bag), "--no-reload")
+    assert check.returncode == 0, check.stdout + check.stderr
+    import bagit
+
+    assert bagit.Bag(str(bag)).is_valid()
+    report = (bag / "data" / "REPORT.md").read_text()
+    assert "23.57 USD" in report and "variant-a" in report
+
+
+def test_a_control_checkpoint_reloads_in_a_fresh_process(demo):
+    folder, _ = demo
+    newest = sorted((folder / "ckpt" / "control").glob("*.pt"))[-1]
+    report = verify_checkpoint(newest, "train", timeout=120)
+    assert report.ok and report.layout == "cockpit.resume"
+    assert report.present["optimizer"] and report.present["rng_torch"]
+
+
+def test_a_truncated_corpus_fires_no_truncation(tmp_path: Path):
+    folder = tmp_path / "c"
+    shutil.copytree(SAMPLES / "digits", folder)
+    rows = gzip.open(folder / "data" / "digits.csv.gz", "rt").read().splitlines()
+    rows[5] = ",".join(rows[5].split(",")[:40])  # a row cut short
+    with gzip.open(folder / "truncated.csv.gz", "wt") as handle:
+        handle.write("\n".join(rows) + "\n")
+    doc = {"campaign": "trunc", "package": {"offer": "rtx4090-3d",
+                                            "start": "2026-12-02T08:00:00Z"},
+           "stages": [{"id": "data-check", "duration": "2m", "resource": "cpu",
+                       "run": "data-check",
+                       "command": [sys.executable, "data_check.py", "truncated.csv.gz"]}],
+           "stop_rules": [{"id": "no-truncation", "kind": "truncation",
+                           "metric": "data/truncated"}]}
+    (folder / "campaign.yaml").write_text(json.dumps(doc))
+    result = run_cockpit("headless", str(folder / "campaign.yaml"), "--auto", "--until-done",
+                         "--interval", "0.1", timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    fired = [e for e in events(folder) if e["kind"] == "rule_fired"]
+    assert [(e["rule"], e["value"]) for e in fired] == [("no-truncation", 1)]
+    assert "inputs truncated" in fired[0]["reason"]
