@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit import report
+from cockpit.fsutil import fsync_dir
 
 FORMAT = "cockpit.resume/1"
 
@@ -189,7 +190,7 @@ def save_state(
         if isinstance(exc, OSError):
             raise OSError(exc.errno, f"checkpoint not saved to {target}: {exc}") from exc
         raise
-    _fsync_dir(folder)
+    fsync_dir(folder)
     seconds = time.perf_counter() - started
     report.checkpoint_written(target, step=int(step), seconds=round(seconds, 6))
     return target
@@ -260,20 +261,6 @@ def _check_plain(value: Any, name: str, depth: int = 0) -> None:
         f"{name} contains a {type(value).__qualname__}: only dict/list/tuple of str, int, "
         "float, bool, bytes, None and tensors reload with weights_only=True"
     )
-
-
-def _fsync_dir(folder: Path) -> None:
-    # Makes the rename itself durable; not possible on every platform (Windows).
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _free_words(folder: Path) -> str:

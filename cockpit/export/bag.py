@@ -52,6 +52,7 @@ from cockpit.campaign.model import Campaign, Run
 from cockpit.conclusion import conclude, conclusion_spec
 from cockpit.export.report import render_report, timeline_svg
 from cockpit.export.verify import VerifyExportReport, verify_export
+from cockpit.fsutil import fsync_dir
 from cockpit.journal import Journal, format_time
 from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.verify import verify_checkpoint
@@ -540,19 +541,6 @@ def _write_bag_files(bag: Path, files: dict[str, FileEntry], info: dict[str, str
                "".join(f"{digest}  {name}\n" for name, digest in tags.items()))
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_tar(bag: Path, tar_path: Path, arcname: str) -> tuple[str, int]:
     with open(tar_path, "wb") as raw:
         writer = _HashingWriter(raw)
@@ -597,7 +585,7 @@ def _swap_in(tmp_root: Path, root: Path, progress: Progress) -> None:
         os.rename(root, old)
         progress("old_moved_aside")
     os.rename(tmp_root, root)
-    _fsync_dir(root.parent)
+    fsync_dir(root.parent)
     progress("renamed")
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
@@ -838,7 +826,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         "External-Description": campaign.question or campaign.id,
     }
     _write_bag_files(bag, payload.files, bag_info)
-    _fsync_dir(bag)
+    fsync_dir(bag)
     step("bag_written")
     size = sum(f.size for f in payload.files.values()) + sum(
         (bag / n).stat().st_size for n in ("bagit.txt", "bag-info.txt", "manifest-sha256.txt",
@@ -871,7 +859,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         "tar": final_tar.name if tar else None, "tar_size": tar_bytes, "tar_sha256": tar_sha,
         "verified": report.ok, "reload_checked": verify_reload, "failures": report.failures,
     }, indent=2) + "\n")
-    _fsync_dir(tmp_root)
+    fsync_dir(tmp_root)
     cache.save()
     step("ready_to_rename")
     timings["total_s"] = round(time.monotonic() - t0, 4)
