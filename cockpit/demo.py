@@ -11,7 +11,6 @@ the events and the final summary.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
@@ -25,8 +24,7 @@ DEMO_NOTE = "the demo's scripted choice: the pilot reached the floor, go on with
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_campaigns" / "digits"
 
 
-def prepare(target: Path | None, now: datetime, python: str = sys.executable,
-            steps: int | None = None) -> Path:
+def prepare(target: Path | None, now: datetime, steps: int | None = None) -> Path:
     """Copy the sample into ``target`` (default a new folder here); return the campaign file."""
     if not SAMPLE.is_dir():
         raise InputError(f"demo: the sample campaign is missing ({SAMPLE}); run the demo "
@@ -41,8 +39,9 @@ def prepare(target: Path | None, now: datetime, python: str = sys.executable,
     text = path.read_text()
     text = text.replace("start: 2026-12-02T08:00:00Z",
                         f"start: {now.strftime('%Y-%m-%dT%H:%M:%SZ')}")
-    # The stages run with the interpreter that runs the cockpit (a venv needs nothing on PATH).
-    text = text.replace('"{python}"', json.dumps(python))
+    # Stage commands say "{python}": the cockpit runs them with its own interpreter (a
+    # venv needs nothing on PATH). Kept as the word, not an absolute path, so the plan
+    # copy in the export names no folder that may not exist on the next machine (D23).
     if steps is not None:
         text = text.replace('"--steps", "600"', f'"--steps", "{steps}"')
     path.write_text(text)
