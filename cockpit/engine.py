@@ -332,6 +332,19 @@ class Engine:
             diverged_step=result.diverged_step, message=result.message,
             seconds=round(result.seconds, 3), actor=self.actor)
 
+    def export(self, now: datetime | None = None) -> dict[str, Any]:
+        """Write and verify the export now (the TUI's `e`); returns its export_done event."""
+        from cockpit.export import ExportError, export_campaign
+
+        now = now or self.clock()
+        try:
+            result = export_campaign(self.campaign, self.state(now), now=now)
+        except ExportError as exc:
+            raise ActionRefused(str(exc)) from None
+        if result.event is None:
+            raise ActionRefused(f"export written to {result.bag_dir} but not journaled")
+        return result.event
+
     def _checkpoint_view(self, run: Any, now: datetime) -> CheckpointView_ | None:
         view = self._ckpt_views.get(run.id)
         if view is None:
