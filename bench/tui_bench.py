@@ -1,0 +1,128 @@
+"""TUI cost benchmark (a script, not a test): CPU, memory and time to first frame.
+
+  python bench/tui_bench.py [--minutes 5]
+
+1. CPU % of one core over N minutes at a 1 s tick: the cockpit (8 simulated GPUs,
+   3 active runs) against a bare Textual app refreshing 8 sparklines at the same
+   rate, both headless in the same run. Goal: ratio <= 1.5.
+2. RSS after 3,600 ticks (fast clock: ticks back to back). Goal: < 120 MB.
+3. Time from App start to the first drawn snapshot. Goal: < 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from textual.app import App, ComposeResult  # noqa: E402
+from textual.widgets import Sparkline  # noqa: E402
+
+from cockpit.campaign import load_campaign  # noqa: E402
+from cockpit.engine import Engine, default_samplers  # noqa: E402
+from cockpit.tui.app import CockpitApp  # noqa: E402
+from tests.campaigns import step_command, write_campaign  # noqa: E402
+
+
+class BareApp(App[None]):
+    """The floor: 8 sparklines redrawn once a second."""
+
+    def compose(self) -> ComposeResult:
+        for _ in range(8):
+            yield Sparkline([random.random() for _ in range(60)])
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self.tick)
+
+    def tick(self) -> None:
+        for spark in self.query(Sparkline):
+            spark.data = [*list(spark.data or [])[1:], random.random()]
+
+
+def campaign(folder: Path) -> Engine:
+    stages = [{"id": f"s{i}", "hours": 1, "resource": "cpu", "run": f"r{i}",
+               "command": step_command(steps=100000, sleep=0.5)} for i in range(3)]
+    path = write_campaign(folder, stages)
+    camp = load_campaign(path)
+    gpu, host = default_samplers(camp, 8)
+    engine = Engine(camp, gpu_sampler=gpu, host_sampler=host, actor="bench")
+    for i in range(3):
+        engine.start(f"s{i}")
+    return engine
+
+
+def cpu_seconds() -> float:
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+async def measure(app: App[Any], seconds: float, ready: Any = None) -> tuple[float, float]:
+    async with app.run_test(size=(120, 40)) as pilot:
+        start = time.perf_counter()
+        while ready is not None and not ready():
+            await pilot.pause(0.01)
+        first = time.perf_counter() - start
+        await pilot.pause(1.0)
+        c0, t0 = cpu_seconds(), time.perf_counter()
+        await asyncio.sleep(seconds)
+        cpu = (cpu_seconds() - c0) / (time.perf_counter() - t0) * 100
+    return cpu, first
+
+
+def kill_runs(engine: Engine) -> None:
+    for ev in engine.journal.events():
+        if ev["kind"] == "stage_started" and ev.get("pgid"):
+            try:
+                os.killpg(ev["pgid"], signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument("--ticks", type=int, default=3600)
+    args = parser.parse_args()
+    seconds = args.minutes * 60
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = campaign(Path(tmp))
+        try:
+            app = CockpitApp(engine, interval=1.0)
+            cockpit_cpu, first = asyncio.run(measure(app, seconds / 2,
+                                                     ready=lambda: app.snapshot is not None))
+            bare_cpu, _ = asyncio.run(measure(BareApp(), seconds / 2))
+            # Memory: tick as fast as the loop allows, then read RSS.
+            fast = CockpitApp(engine, interval=0.001)
+
+            async def many() -> int:
+                async with fast.run_test(size=(120, 40)) as pilot:
+                    while fast.ticks < args.ticks:
+                        await pilot.pause(0.05)
+                    return psutil.Process().memory_info().rss
+
+            rss = asyncio.run(many())
+        finally:
+            kill_runs(engine)
+            engine.close()
+    ratio = cockpit_cpu / bare_cpu if bare_cpu else float("inf")
+    print(f"cpu: cockpit {cockpit_cpu:.1f}% vs bare textual {bare_cpu:.1f}% of one core "
+          f"-> ratio {ratio:.2f} (goal <= 1.5) over {seconds / 2:.0f} s each")
+    print(f"rss after {args.ticks} ticks: {rss / 2**20:.0f} MB (goal < 120 MB)")
+    print(f"time to first frame: {first:.2f} s (goal < 1 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,574 @@
+"""The live panels of the main screen; each renders one part of a Snapshot in place.
+
+Every panel keeps what it last drew and touches the screen only when that changed:
+a Static is updated only when its text differs, a table updates only the cells
+whose value changed and removes only rows whose key went away. Histories (GPU
+sparklines, the event log) are bounded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import DataTable, RichLog, Static
+
+from cockpit.planning.schedule import Slot
+from cockpit.snapshot import RunView, Snapshot
+from cockpit.telemetry import GpuInfo, format_bytes
+from cockpit.tui import text as tx
+from cockpit.units import format_duration
+
+Levels = Mapping[str, str]  # level (ok/warn/fired/info/muted) -> Rich style
+
+DEFAULT_LEVELS: dict[str, str] = {"ok": "green", "warn": "yellow", "fired": "bold red",
+                                  "info": "", "muted": "dim", "accent": "bold"}
+
+
+def block(lines: Iterable[Text]) -> Text:
+    """Lines joined into one Text that never wraps (a panel's height is fixed)."""
+    out = Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+    out.no_wrap, out.overflow = True, "ellipsis"
+    return out
+
+
+def styled(parts: Iterable[tuple[str, str]]) -> Text:
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for chunk, style in parts:
+        out.append(chunk, style or None)
+    return out
+
+
+class LivePanel(Static):
+    """A Static that redraws only when its text changed (bytes on the wire cost)."""
+
+    DEFAULT_CSS = "LivePanel { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._last: str | None = None
+        self._last_style: Any = None
+
+    def show(self, content: Text | str) -> bool:
+        key = content.markup if isinstance(content, Text) else content
+        if key == self._last:
+            return False
+        self._last = key
+        self.update(content)
+        return True
+
+    def forget(self) -> None:
+        """Drop the memory of the last text (after a theme change, colours differ)."""
+        self._last = None
+
+    def on_resize(self) -> None:
+        # Width-dependent text (bars, timeline): draw again at the new size.
+        self.forget()
+        redraw = getattr(self.app, "redraw_soon", None)
+        if redraw is not None:
+            redraw()
+
+
+# ---------------------------------------------------------------------- window
+class WindowPanel(LivePanel):
+    def render_snapshot(self, snap: Snapshot, levels: Levels) -> None:
+        w = snap.window
+        level = tx.VERDICT_LEVEL.get(w.verdict, "info")
+        width = max(self.content_size.width, 20)
+        bar_w = max(min(width - 70, 30), 6)
+        verdict = (f"exceeds by {tx.hours_text(-w.forecast_slack_s)}" if w.verdict == "exceeds"
+                   else f"{w.verdict} ({tx.hours_text(w.forecast_slack_s)} to spare)")
+        lines: list[Text] = [
+            styled([("window ", "bold"), (f"{w.start:%m-%d %H:%M} → {w.end:%m-%d %H:%M} UTC  ",
+                                          ""),
+                    (tx.countdown(w.remaining_s), "bold"), (" left  ", ""),
+                    (tx.bar(w.used_pct / 100, bar_w), levels["accent"]),
+                    (f" {w.used_pct:.0f}% used", "")]),
+            styled([("forecast end ", ""), (tx.clock(w.forecast_end), "bold"),
+                    ("  ", ""), (tx.level_word(level, verdict), levels[level]),
+                    ("   retrieve by ", ""), (tx.clock(w.retrieval_deadline), "bold")]),
+        ]
+        if w.options:
+            lines.append(styled([("options (o): ", levels["warn"]),
+                                 (" · ".join(w.options), "")]))
+        elif snap.pending_decisions:
+            lines.append(styled([("decision pending at ", levels["warn"]),
+                                 (", ".join(snap.pending_decisions), "bold"),
+                                 (" — press d", "")]))
+        elif snap.revised:
+            lines.append(styled([("the question is under revision: nothing more starts",
+                                  levels["warn"])]))
+        else:
+            lines.append(styled([(f"question: {snap.question}", levels["muted"])]))
+        self.set_class(w.verdict == "exceeds", "-exceeds")
+        self.set_class(w.verdict == "tight", "-tight")
+        self.show(block(lines))
+
+
+# ---------------------------------------------------------------------- budget
+class BudgetPanel(LivePanel):
+    def render_snapshot(self, snap: Snapshot, committed: str, levels: Levels) -> None:
+        b = snap.budget
+        if isinstance(b, dict):
+            money = b.get("committed") or {}
+            lines = [styled([("committed ", ""), (f"{money.get('amount', '?')} "
+                                                   f"{money.get('currency', '')}", "bold")]),
+                     styled([("accepted results ", ""), (str(b.get("accepted", 0)), "bold")])]
+            share = b.get("share_per_accepted")
+            if isinstance(share, dict):
+                lines.append(styled([("rental per result ", ""),
+                                     (f"{share.get('amount')} {share.get('currency', '')}",
+                                      "bold")]))
+            elif b.get("undefined_reason"):
+                lines.append(styled([(f"per result: undefined ({b['undefined_reason']})",
+                                      levels["warn"])]))
+            self.show(block(lines))
+            return
+        accepted = sum(1 for r in snap.runs if r.verdict == "accepted")
+        self.show(block([
+            styled([("budget: committed ", ""), (committed, "bold")]),
+            styled([("accepted results: ", ""), (str(accepted), "bold")]),
+        ]))
+
+
+# ---------------------------------------------------------------------- GPUs
+class GpuHistory:
+    """Per-GPU util and memory %, bounded; one sparkline cell per ``per_cell`` ticks."""
+
+    def __init__(self, cells: int = 16, per_cell: int = 6) -> None:
+        self.cells, self.per_cell = cells, per_cell
+        self._n: dict[int, int] = {}
+        self._util: dict[int, deque[float]] = {}
+        self._mem: dict[int, deque[float]] = {}
+
+    def add(self, gpus: Sequence[GpuInfo]) -> None:
+        size = self.cells * self.per_cell
+        for g in gpus:
+            if g.lost:
+                continue
+            self._n[g.index] = self._n.get(g.index, 0) + 1
+            if g.util is not None:
+                self._util.setdefault(g.index, deque(maxlen=size)).append(g.util)
+            if g.mem_used is not None and g.mem_total:
+                self._mem.setdefault(g.index, deque(maxlen=size)).append(
+                    g.mem_used / g.mem_total * 100)
+
+    def _cells(self, values: deque[float] | None, n: int, width: int) -> list[float]:
+        if not values:
+            return []
+        # Group by absolute tick so cells only shift every per_cell ticks.
+        items = list(values)
+        first = n - len(items)
+        groups: dict[int, list[float]] = {}
+        for i, v in enumerate(items):
+            groups.setdefault((first + i) // self.per_cell, []).append(max(0.0, v))
+        return [max(groups[k]) for k in sorted(groups)][-width:]
+
+    def util(self, index: int, width: int) -> list[float]:
+        return self._cells(self._util.get(index), self._n.get(index, 0), width)
+
+    def mem(self, index: int, width: int) -> list[float]:
+        return self._cells(self._mem.get(index), self._n.get(index, 0), width)
+
+    def nbytes(self) -> int:
+        return sum(len(d) for d in (*self._util.values(), *self._mem.values())) * 8
+
+
+class GpuPanel(Vertical):
+    DEFAULT_CSS = "GpuPanel { height: auto; } GpuPanel > LivePanel { height: 1; }"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.history = GpuHistory()
+        self._rows: dict[int, LivePanel] = {}
+
+    def compose(self) -> Any:
+        yield LivePanel(id="gpu-banner")
+
+    def record(self, snap: Snapshot) -> None:
+        """Collect history even while nothing is drawn (modal open)."""
+        self.history.add(snap.gpus.gpus)
+
+    def render_snapshot(self, snap: Snapshot, levels: Levels) -> None:
+        reading = snap.gpus
+        banner = self.query_one("#gpu-banner", LivePanel)
+        if reading.status == "unavailable":
+            banner.show(styled([("GPU telemetry unavailable: ", levels["warn"]),
+                                (str(reading.error), "")]))
+        elif reading.status == "simulated":
+            banner.show(styled([(" SIMULATED ", "reverse " + levels["warn"]),
+                                (f" {len(reading.gpus)} simulated GPUs: not real readings",
+                                 levels["warn"])]))
+        else:
+            driver = f" · driver {reading.driver}" if reading.driver else ""
+            banner.show(styled([(f"{len(reading.gpus)} GPUs{driver}", levels["muted"])]))
+        width = max(self.content_size.width, 40)
+        on_gpu = _runs_by_gpu(snap.runs)
+        seen = set()
+        for g in reading.gpus:
+            seen.add(g.index)
+            row = self._rows.get(g.index)
+            if row is None:
+                row = LivePanel(id=f"gpu-{g.index}", classes="gpu-row")
+                self._rows[g.index] = row
+                self.mount(row)
+            row.show(self._line(g, width, on_gpu.get(g.index, ()), levels))
+        for index in [i for i in self._rows if i not in seen]:
+            self._rows.pop(index).remove()
+
+    def on_resize(self) -> None:
+        self.forget()
+        redraw = getattr(self.app, "redraw_soon", None)
+        if redraw is not None:
+            redraw()
+
+    def forget(self) -> None:
+        self.query_one("#gpu-banner", LivePanel).forget()
+        for row in self._rows.values():
+            row.forget()
+
+    def _line(self, g: GpuInfo, width: int, runs: Sequence[str], levels: Levels) -> Text:
+        name = (g.name or "GPU").replace("NVIDIA ", "")
+        if g.lost:
+            return styled([(f"{g.index} {name[:14]:<14} ", "bold"),
+                           ("✗ LOST: the GPU stopped answering", levels["fired"])])
+        wide = width >= 110
+        bar_w = 10 if wide else 5
+        spark_w = 12 if wide else 0
+        util = g.util
+        mem_frac = (g.mem_used / g.mem_total) if g.mem_used is not None and g.mem_total else None
+        parts: list[tuple[str, str]] = [(f"{g.index} {name[:14]:<14} ", "bold")]
+        if util is None:
+            parts.append(("util n/a".ljust(bar_w + 10), levels["muted"]))
+        else:
+            parts += [("util ", ""), (tx.bar(util / 100, bar_w), _load(util, levels)),
+                      (f" {util:3.0f}% ", "")]
+        if spark_w:
+            parts.append((tx.sparkline(self.history.util(g.index, spark_w), spark_w),
+                          levels["accent"]))
+        if mem_frac is None:
+            parts.append((" mem n/a".ljust(bar_w + 16), levels["muted"]))
+        else:
+            parts += [(" mem ", ""), (tx.bar(mem_frac, bar_w), _load(mem_frac * 100, levels)),
+                      (f" {(g.mem_used or 0) / 2**30:3.0f}/{(g.mem_total or 0) / 2**30:.0f}G ",
+                       "")]
+        if spark_w:
+            parts.append((tx.sparkline(self.history.mem(g.index, spark_w), spark_w),
+                          levels["accent"]))
+        parts.append((f" {g.temp:3.0f}°C" if g.temp is not None else " temp n/a", ""))
+        if g.power is not None:
+            limit = f"/{g.power_limit:.0f}" if g.power_limit else ""
+            parts.append((f" {g.power:3.0f}{limit}W", ""))
+        else:
+            parts.append((" power n/a", levels["muted"]))
+        if g.throttle:
+            parts.append((f" ! throttle: {','.join(g.throttle)}", levels["warn"]))
+        if runs:
+            parts.append((f" ▶ {','.join(runs)}", levels["accent"]))
+        elif g.processes:
+            parts.append((f" {len(g.processes)} proc", levels["muted"]))
+        return styled(parts)
+
+
+def _load(percent: float, levels: Levels) -> str:
+    return levels["fired"] if percent >= 95 else levels["ok"]
+
+
+def _runs_by_gpu(runs: Sequence[RunView]) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for r in runs:
+        if r.state == "running":
+            for i in r.gpus:
+                out.setdefault(i, []).append(r.id)
+    return out
+
+
+# ---------------------------------------------------------------------- tables
+class LiveTable(DataTable[Any]):
+    """A DataTable fed whole rows by key; only changed cells are touched."""
+
+    def __init__(self, columns: Sequence[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self._columns = columns
+        self._cells: dict[str, tuple[Any, ...]] = {}
+
+    def on_mount(self) -> None:
+        for key, label in self._columns:
+            self.add_column(label, key=key)
+
+    def sync(self, rows: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
+        keys = [key for key, _ in rows]
+        for key in [k for k in self._cells if k not in keys]:
+            self.remove_row(key)
+            del self._cells[key]
+        for key, values in rows:
+            old = self._cells.get(key)
+            if old is None:
+                self.add_row(*values, key=key)
+            else:
+                for (col, _), before, after in zip(self._columns, old, values, strict=True):
+                    if _plain(before) != _plain(after):
+                        self.update_cell(key, col, after, update_width=True)
+            self._cells[key] = values
+
+    def forget(self) -> None:
+        """Redraw every cell next time (a theme change recolours them)."""
+        self._cells = {k: tuple(None for _ in v) for k, v in self._cells.items()}
+
+
+def _plain(value: Any) -> Any:
+    return value.markup if isinstance(value, Text) else value
+
+
+STAGE_COLUMNS = (("state", "state"), ("stage", "stage"), ("category", "category"),
+                 ("resource", "resource"), ("time", "elapsed / planned"),
+                 ("progress", "progress · ETA"), ("decision", "decision"))
+
+
+def stage_rows(snap: Snapshot, levels: Levels) -> list[tuple[str, tuple[Any, ...]]]:
+    rows = []
+    for s in snap.stages:
+        greyed = s.state in ("dropped", "skipped")
+        level = tx.STAGE_LEVEL.get(s.state, "info")
+        base = levels["muted"] if greyed else ""
+        state = Text(tx.stage_state(s.state), style=levels["muted"] if greyed else levels[level])
+        ratio = s.elapsed_s / s.planned_s if s.planned_s else 0.0
+        if s.started_at is None:
+            time_cell = Text(f"- / {format_duration(s.planned_s)}", style=base)
+        else:
+            over = ratio > 1.0
+            time_cell = Text.assemble(
+                (tx.bar(min(ratio, 1.0), 6), levels["warn"] if over else levels["accent"]),
+                (f" {format_duration(s.elapsed_s)} / {format_duration(s.planned_s)}",
+                 levels["warn"] if over else base))
+        progress = ""
+        if s.progress is not None:
+            progress = f"{tx.bar(s.progress, 6)} {s.progress * 100:3.0f}%"
+        if s.eta is not None:
+            progress += f" ETA {s.eta:%H:%M}"
+        if not progress and s.reason:
+            progress = s.reason[:40]
+        decision = ""
+        if s.decision_point:
+            decision = f"◆ {s.decision or 'after it ends'}"
+        rows.append((s.id, (
+            state, Text(s.id, style=base or "bold"), Text(s.category, style=base),
+            Text(s.resource, style=base), time_cell, Text(progress, style=base),
+            Text(decision, style=levels["warn"] if s.decision == "pending" else base))))
+    return rows
+
+
+RUN_COLUMNS = (("run", "run"), ("state", "state"), ("step", "step"), ("metrics", "metrics"),
+               ("ckpt", "checkpoint"), ("verified", "verified"), ("cost", "save cost"),
+               ("verdict", "verdict"))
+
+
+def run_rows(snap: Snapshot, watched: Mapping[str, Sequence[str]],
+             levels: Levels) -> list[tuple[str, tuple[Any, ...]]]:
+    rows = []
+    for r in snap.runs:
+        level = tx.STAGE_LEVEL.get(r.state, "info")
+        step = "-" if r.step is None else (f"{r.step}/{r.max_steps}" if r.max_steps
+                                           else str(r.step))
+        names = [m for m in watched.get(r.id, ()) if m in r.metrics] or \
+            [m for m in r.metrics if m != "max_steps"][:2]
+        metrics = " ".join(f"{m}={tx.metric(r.metrics[m])}" for m in names)
+        if r.stale_s is not None and r.stale_s > 120 and r.state == "running":
+            metrics += f" (stale {format_duration(r.stale_s)})"
+        ck = r.checkpoint
+        if ck is None:
+            ckpt, verified, cost = Text("none yet", style=levels["muted"]), Text(""), ""
+        else:
+            age = "-" if ck.age_s is None else f"{format_duration(ck.age_s)} old"
+            ckpt = Text(f"{age} step {ck.step if ck.step is not None else '-'}")
+            v = ck.verified or "not verified"
+            vlevel = "ok" if v == "ok" else ("fired" if v.startswith("failed") else "warn")
+            verified = Text(tx.level_word(vlevel, v[:30]), style=levels[vlevel])
+            cost = "-" if ck.save_cost_s is None else f"{ck.save_cost_s:.1f} s"
+        verdict_level = {"accepted": "ok", "rejected": "fired"}.get(r.verdict or "", "info")
+        verdict = r.verdict or ""
+        if r.stop_rule:
+            verdict = f"stopped by {r.stop_rule}"
+            verdict_level = "fired"
+        rows.append((r.id, (
+            Text(r.id, style="bold"), Text(tx.stage_state(r.state), style=levels[level]),
+            step, metrics, ckpt, verified, cost,
+            Text(tx.level_word(verdict_level, verdict) if verdict else "",
+                 style=levels[verdict_level]))))
+    return rows
+
+
+RULE_COLUMNS = (("rule", "rule"), ("run", "run"), ("state", "state"), ("detail", "detail"))
+
+
+def rule_rows(snap: Snapshot, last_fired: tuple[str, str] | None,
+              levels: Levels) -> list[tuple[str, tuple[Any, ...]]]:
+    rows = []
+    for r in snap.rules:
+        level = r.state if r.state in ("ok", "warn", "fired") else "info"
+        detail = r.reason or (f"{r.metric}={tx.metric(r.value)}" if r.metric and r.value
+                              is not None else (r.metric or r.kind))
+        last = last_fired == (r.rule, r.run)
+        style = levels[level] + (" reverse" if last else "")
+        rows.append((f"{r.rule}\x1f{r.run}", (
+            Text(r.rule, style="bold"), r.run,
+            Text(tx.level_word(level, r.state) + (" (last)" if last else ""), style=style),
+            Text(detail))))
+    return rows
+
+
+# ---------------------------------------------------------------------- timeline
+class Timeline(LivePanel):
+    """The rental window as one strip: plan above, reality below, human and machine apart."""
+
+    def render_snapshot(self, snap: Snapshot, slots: Sequence[Slot], levels: Levels,
+                        detailed: bool = False) -> None:
+        self.show(timeline_text(snap, slots, max(self.content_size.width, 30), levels, detailed))
+
+
+def timeline_text(snap: Snapshot, slots: Sequence[Slot], width: int, levels: Levels,
+                  detailed: bool = False) -> Text:
+    w = snap.window
+    label_w = 13
+    cols = max(width - label_w - 2, 10)
+    total = (w.end - w.start).total_seconds() or 1.0
+
+    def col(at: datetime) -> int:
+        return int(min(max((at - w.start).total_seconds() / total, 0.0), 1.0) * (cols - 1))
+
+    def col_h(hours: float) -> int:
+        return int(min(max(hours * 3600 / total, 0.0), 1.0) * (cols - 1))
+
+    lanes: list[tuple[str, list[tuple[int, int, str, str]]]] = []
+    views = {s.id: s for s in snap.stages}
+    for lane, human in (("human", True), ("machine", False)):
+        plan: list[tuple[int, int, str, str]] = []
+        real: list[tuple[int, int, str, str]] = []
+        for slot in slots:
+            if slot.stage.is_human != human:
+                continue
+            view = views.get(slot.stage.id)
+            dropped = slot.dropped or (view is not None and view.state == "dropped")
+            plan.append((col_h(slot.start), max(col_h(slot.end), col_h(slot.start) + 1),
+                         slot.stage.id, levels["muted"] if dropped else levels["accent"]))
+            if view is not None and view.started_at is not None:
+                end = view.ended_at or snap.taken_at
+                level = tx.STAGE_LEVEL.get(view.state, "info")
+                real.append((col(view.started_at), max(col(end), col(view.started_at) + 1),
+                             slot.stage.id, levels[level] or levels["accent"]))
+        lanes.append((f"{lane} plan", plan))
+        lanes.append((f"{' ' * len(lane)} real", real))
+
+    out: list[Text] = []
+    for name, bars in lanes:
+        line = Text(f"{name:<{label_w}}│", no_wrap=True)
+        cells = [("·" if i % max(cols // 12, 1) == 0 else " ", levels["muted"])
+                 for i in range(cols)]
+        for i, (a, b, sid, style) in enumerate(bars):
+            shade = "█" if i % 2 == 0 else "▓"
+            for c in range(a, min(b, cols)):
+                cells[c] = (shade, style)
+            if b - a >= len(sid) + 2:  # the name inside its bar when it fits
+                for k, ch in enumerate(sid):
+                    cells[a + 1 + k] = (ch, "reverse " + style)
+        for ch, style in cells:
+            line.append(ch, style or None)
+        line.append("│")
+        out.append(line)
+    marks = [" "] * cols
+    legend: list[tuple[str, str]] = []
+    for ch, at, label, level in (("R", w.retrieval_deadline, "retrieve", "warn"),
+                                 ("F", w.forecast_end, "forecast",
+                                  tx.VERDICT_LEVEL.get(w.verdict, "info")),
+                                 ("▲", snap.taken_at, "now", "accent")):
+        marks[col(at)] = ch
+        legend.append((f"{ch} {label} {at:%m-%d %H:%M}  ", levels[level]))
+    out.append(Text(" " * label_w + " " + "".join(marks), style="bold"))
+    legend.append((f"window {w.start:%m-%d %H:%M} → {w.end:%m-%d %H:%M}", ""))
+    out.append(styled([(" " * label_w + " ", ""), *legend]))
+    if detailed:
+        out.append(Text(""))
+        for slot in slots:
+            view = views.get(slot.stage.id)
+            real = "not started"
+            if view is not None and view.started_at is not None:
+                real = (f"{view.started_at:%m-%d %H:%M} → "
+                        f"{tx.clock(view.ended_at) if view.ended_at else 'now'}")
+            out.append(styled([
+                (f"{tx.stage_state(view.state if view else '?'):<16}", ""),
+                (f"{slot.stage.id:<16}", "bold"),
+                (f"plan +{slot.start:5.1f} h → +{slot.end:5.1f} h   ", ""),
+                (f"real {real}", "")]))
+    return block(out)
+
+
+# ---------------------------------------------------------------------- events
+class EventLog(RichLog):
+    """The latest journal events, bounded; only events not yet shown are written."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_lines=200, wrap=False, markup=False, auto_scroll=True, **kwargs)
+        self._seq = 0
+        self._warnings: tuple[str, ...] = ()
+
+    def render_snapshot(self, snap: Snapshot, levels: Levels) -> None:
+        for ev in snap.events:
+            if ev.seq <= self._seq:
+                continue
+            self._seq = ev.seq
+            style = levels["fired"] if ev.kind in ("rule_fired", "stop_requested") else (
+                levels["warn"] if ev.kind == "warning" else "")
+            self.write(styled([(f"{ev.at:%m-%d %H:%M:%S} ", levels["muted"]),
+                               (ev.text, style)]))
+
+
+class WarningsPanel(LivePanel):
+    def render_snapshot(self, snap: Snapshot, levels: Levels) -> None:
+        if self.display != bool(snap.warnings):
+            self.display = bool(snap.warnings)
+        if snap.warnings:
+            self.show(block(styled([("! warning: ", levels["warn"]), (w, "")])
+                                      for w in snap.warnings[:3]))
+
+
+# ---------------------------------------------------------------------- host
+class HostLine(LivePanel):
+    """Host readings, redrawn at most every ``every_s``: second-by-second CPU noise is
+    not worth bytes on an SSH link."""
+
+    every_s = 5.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._next = 0.0
+
+    def forget(self) -> None:
+        super().forget()
+        self._next = 0.0
+
+    def render_snapshot(self, snap: Snapshot, levels: Levels) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.every_s
+        h = snap.host
+        if h is None:
+            self.show(Text("host: not sampled", style=levels["muted"]))
+            return
+        disk = ""
+        if h.disks:
+            d = min(h.disks, key=lambda d: d.free)
+            disk = f" · disk free {format_bytes(d.free)}" + (" (LOW)" if d.low else "")
+        # Rounded so the line (and the wire) stays still while nothing really moves.
+        self.show(styled([
+            ("host ", "bold"),
+            (f"CPU {h.cpu_percent:3.0f}% of {h.cpu_count} · RAM {format_bytes(h.mem_used)}/"
+             f"{format_bytes(h.mem_total)}{disk}", ""),
+            (" · cockpit ", "bold"),
+            (f"{h.own_cpu_percent:.0f}% CPU {h.own_rss / 2**20:.0f} MB RSS", ""),
+        ]))

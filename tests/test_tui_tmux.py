@@ -1,0 +1,151 @@
+"""The real `cockpit` command in a real terminal (tmux): keys, bytes on the wire, hangup.
+
+These drive `python -m cockpit FILE` inside a detached tmux session, as a person on
+the rented box would, and read the journal and the pane's text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.campaigns import step_command, write_campaign
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+ROOT = Path(__file__).resolve().parent.parent
+
+# 30 idle ticks (6 s) may redraw the host line (at most every 5 s, ~350 B each) and little
+# else: a full 120x40 frame is ~15 KB, so no panel is redrawn while nothing changes.
+IDLE_BYTES_BOUND = 4_000
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def journal(path: Path) -> list[dict[str, Any]]:
+    file = path.parent / ".cockpit" / "journal.jsonl"
+    if not file.exists():
+        return []
+    return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def session() -> Iterator[str]:
+    name = f"cockpit-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    tmux("kill-session", "-t", name)
+
+
+def launch(session: str, path: Path, *extra: str, wrap_log: Path | None = None) -> None:
+    env = f"cd {ROOT} && PYTHONPATH={ROOT} TERM=xterm-256color"
+    cmd = f"{sys.executable} -m cockpit {path} --interval 0.2 {' '.join(extra)}"
+    if wrap_log is not None:  # script(1) keeps a copy of every byte written to the terminal
+        cmd = f"script -q -f -c '{cmd}' {wrap_log}"
+    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", f"{env} {cmd}")
+
+
+def screen(session: str) -> str:
+    return tmux("capture-pane", "-p", "-t", session)
+
+
+def cockpit_pid(session: str) -> int:
+    pane = int(tmux("list-panes", "-t", session, "-F", "#{pane_pid}").split()[0])
+    procs = [psutil.Process(pane), *psutil.Process(pane).children(recursive=True)]
+    return next(p.pid for p in procs if "cockpit" in " ".join(p.cmdline()))
+
+
+def plan_only(tmp_path: Path) -> Path:
+    return write_campaign(tmp_path, [
+        {"id": "prep", "hours": 4, "resource": "human"},
+        {"id": "train", "hours": 10, "resource": "gpu", "after": ["prep"], "run": "r1",
+         "command": step_command()},
+    ])
+
+
+def test_start_then_stop_with_reason_in_tmux(tmp_path: Path, session: str) -> None:
+    path = write_campaign(tmp_path, [
+        {"id": "train", "hours": 1, "resource": "gpu", "run": "r1",
+         "command": step_command(steps=4000, sleep=0.05)},
+    ])
+    launch(session, path, "--simulate-gpus", "2")
+    try:
+        wait_for(lambda: "SIMULATED" in screen(session), what="first frame")
+        tmux("send-keys", "-t", session, "s")
+        wait_for(lambda: "Start which stage" in screen(session), what="pick list")
+        tmux("send-keys", "-t", session, "Enter")
+        wait_for(lambda: "Start stage train?" in screen(session), what="confirmation")
+        tmux("send-keys", "-t", session, "y")
+        wait_for(lambda: any(e["kind"] == "run_started" for e in journal(path)),
+                 what="run_started")
+        wait_for(lambda: "▶ running" in screen(session), what="running on screen")
+        tmux("send-keys", "-t", session, "x")
+        wait_for(lambda: "Stop run r1" in screen(session), what="stop dialog")
+        tmux("send-keys", "-t", session, "-l", "diverging early")
+        tmux("send-keys", "-t", session, "Enter")
+        wait_for(lambda: "Stop run r1?" in screen(session), what="stop confirmation")
+        tmux("send-keys", "-t", session, "y")
+        stop = wait_for(lambda: next((e for e in journal(path)
+                                      if e["kind"] == "stop_requested"), None),
+                        what="stop_requested")
+        assert stop["reason"] == "diverging early" and stop["actor"] == "tui"
+        wait_for(lambda: "stop of run r1 requested" in screen(session), what="event shown")
+        wait_for(lambda: any(e["kind"] == "stop_done" for e in journal(path)), what="stop_done")
+    finally:
+        for ev in journal(path):
+            if ev["kind"] == "stage_started" and ev.get("pgid"):
+                try:
+                    os.killpg(ev["pgid"], 9)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+def test_idle_ticks_write_few_bytes(tmp_path: Path, session: str) -> None:
+    path = plan_only(tmp_path)
+    log = tmp_path / "tty.log"
+    launch(session, path, wrap_log=log)
+    wait_for(lambda: "prep" in screen(session), what="first frame")
+    # Let the first frames (and toasts) settle: wait until nothing is written for 1 s.
+    settle_deadline = time.monotonic() + 15
+    previous = -1
+    while time.monotonic() < settle_deadline:
+        size = log.stat().st_size
+        if size == previous:
+            break
+        previous = size
+        time.sleep(1.0)
+    start = log.stat().st_size
+    time.sleep(30 * 0.2)  # 30 ticks at --interval 0.2
+    written = log.stat().st_size - start
+    assert written < IDLE_BYTES_BOUND, f"{written} bytes over 30 idle ticks"
+    print(f"idle: {written} bytes over 30 ticks")
+
+
+def test_killing_the_pane_ends_the_cockpit(tmp_path: Path, session: str) -> None:
+    path = plan_only(tmp_path)
+    launch(session, path)
+    wait_for(lambda: "prep" in screen(session), what="first frame")
+    proc = psutil.Process(cockpit_pid(session))
+    tmux("kill-pane", "-t", session)
+    proc.wait(timeout=5)  # raises TimeoutExpired past 5 s
