@@ -139,6 +139,7 @@ class Engine:
         self._scanners: dict[str, CheckpointScanner | None] = {}
         self._ckpt_views: dict[str, CheckpointView] = {}
         self._verifier = BackgroundVerifier()
+        self._rules_hash = rules_hash(campaign.stop_rules)  # the plan is frozen: once
         settings = campaign.settings
         self._idle: dict[int, IdleDetector] = {}
         self._idle_args = (settings.idle_util_pct, settings.idle_grace_s)
@@ -428,25 +429,19 @@ class Engine:
         return event
 
     def _advance_stops(self, state: CampaignState, now: datetime) -> None:
+        """SIGKILL what is left of a stopped run's group once the grace has passed. The
+        exit itself (run_exited, stop_done, stage_finished) is recorded by _record_exits
+        when the wrapper is gone, so the three always land together."""
         grace = self.campaign.settings.stop_grace_s
         for run in state.runs.values():
             stop = run.stop
-            if stop is None or stop.done or run.state != RUNNING:
+            if stop is None or stop.done or run.state != RUNNING or stop.at is None:
                 continue
-            if supervisor.group_alive(run.pgid):
-                if stop.at is not None and (now - stop.at).total_seconds() >= grace:
-                    supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGKILL)
-                    if run.pgid:
-                        _killpg_recorded(run.pgid, run.pid, run.create_time)
-                else:
-                    supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGTERM)
+            if (now - stop.at).total_seconds() < grace or not supervisor.group_alive(run.pgid):
                 continue
-            with self.journal.transaction() as txn:
-                current = fold(self.campaign, txn.events, now).runs[run.id]
-                if current.stop is None or current.stop.done or current.attempt != run.attempt:
-                    continue
-                txn.append("stop_done", now=now, run=run.id, stage=run.stage,
-                           attempt=run.attempt, rule=stop.rule)
+            supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGKILL)
+            if run.pgid:
+                _killpg_recorded(run.pgid, run.pid, run.create_time)
 
     # ------------------------------------------------------------------ stage readiness
     def stage_status(self, state: CampaignState, stage: Stage) -> str:
@@ -533,7 +528,7 @@ class Engine:
             self._record_plan(txn, state, now)
             if stage.run and state.rules_hash is None and self.campaign.stop_rules:
                 written.append(txn.append("rules_recorded", now=now,
-                                          sha256=rules_hash(self.campaign.stop_rules)))
+                                          sha256=self._rules_hash))
             try:
                 launched = supervisor.launch(self.campaign, stage, now)
             except OSError as exc:
@@ -789,7 +784,7 @@ class Engine:
                                        "and no verified export: export and fetch (D19)")
         if self.campaign.package.start > now:
             return
-        fc = forecast(self.campaign, state, now)
+        fc = forecast(self.campaign, state, now, self._progress()[0])
         text = deadline_check(self.campaign, now, fc.end, exported)
         if text is None:
             return
@@ -880,17 +875,22 @@ class Engine:
             txn.append(kind, now=now, key=key, **fields)
 
     # ------------------------------------------------------------------ snapshot
-    def _snapshot(self, state: CampaignState, now: datetime) -> Snapshot:
-        campaign = self.campaign
-        pkg = campaign.package
+    def _progress(self) -> tuple[dict[str, float], dict[str, int]]:
+        """Fraction done per running stage and max_steps per run, from the runs' reports."""
         progress: dict[str, float] = {}
         max_steps: dict[str, int] = {}
         for run_id, stream in self._streams.items():
             ms = stream.latest.get("max_steps")
-            stage = campaign.stage_of_run(run_id)
+            stage = self.campaign.stage_of_run(run_id)
             if ms and stream.latest_step is not None and stage is not None:
                 max_steps[run_id] = int(ms)
                 progress[stage.id] = min(max(stream.latest_step / ms, 0.0), 1.0)
+        return progress, max_steps
+
+    def _snapshot(self, state: CampaignState, now: datetime) -> Snapshot:
+        campaign = self.campaign
+        pkg = campaign.package
+        progress, max_steps = self._progress()
         fc = forecast(campaign, state, now, progress)
         window_s = (pkg.end - pkg.start).total_seconds()
         used = min(max((now - pkg.start).total_seconds() / window_s * 100, 0.0), 100.0)
@@ -990,7 +990,7 @@ class Engine:
             yield ("the campaign file changed after the plan was recorded: the plan is never "
                    "rewritten (D24); explain deviations with notes")
         if state.rules_hash and self.campaign.stop_rules \
-                and state.rules_hash != rules_hash(self.campaign.stop_rules):
+                and state.rules_hash != self._rules_hash:
             yield "the stop rules changed after the first run started (D14: fixed before the test)"
         for problem in self.journal.problems():
             yield f"journal line {problem.line}: {problem.message}"
