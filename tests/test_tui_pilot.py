@@ -331,7 +331,7 @@ async def test_rule_firing_rings_the_bell(campaign: Path) -> None:
         await until(pilot, lambda: "rule_fired" in kinds(campaign), timeout=15)
         await until(pilot, lambda: bells and app.last_fired == ("finite-loss", "rd"))
         rules = app.query_one("#rules")
-        assert rules.get_row("finite-loss\x1frd")[2].plain.startswith("✗ fired")
+        assert rules.get_row("finite-loss\x1frd")[0].plain.startswith("✗ fired")
 
 
 @run_async
@@ -399,3 +399,18 @@ async def test_help_timeline_and_theme_keys(campaign: Path) -> None:
         assert app.has_class("-cockpit-theme-light")
         assert not app.has_class("-cockpit-theme-default")
         assert app.theme == "textual-light"
+
+
+@run_async
+async def test_export_key_writes_and_journals_the_export(campaign: Path) -> None:
+    app, engine = make_app(campaign)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.snapshot is not None)
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "export_done" not in kinds(campaign)  # nothing written before y
+        await pilot.press("y")
+        await until(pilot, lambda: "export_done" in kinds(campaign), timeout=60)
+        await settle(app, pilot)
+    done = next(e for e in journal(campaign) if e["kind"] == "export_done")
+    assert (Path(done["path"]) / "bagit.txt").exists()

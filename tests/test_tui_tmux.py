@@ -6,6 +6,7 @@ the rented box would, and read the journal and the pane's text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,7 +56,20 @@ def journal(path: Path) -> list[dict[str, Any]]:
 def session() -> Iterator[str]:
     name = f"cockpit-test-{uuid.uuid4().hex[:8]}"
     yield name
-    tmux("kill-session", "-t", name)
+    # script(1) outlives a killed session and keeps its pty (and the cockpit inside it)
+    # alive: end the pane's processes first, then the session.
+    procs: list[psutil.Process] = []
+    try:
+        pane = int(tmux("list-panes", "-t", name, "-F", "#{pane_pid}").split()[0])
+        procs = [psutil.Process(pane), *psutil.Process(pane).children(recursive=True)]
+    except (subprocess.CalledProcessError, ValueError, IndexError, psutil.Error):
+        pass
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    psutil.wait_procs(procs, timeout=5)
+    with contextlib.suppress(subprocess.CalledProcessError):
+        tmux("kill-session", "-t", name)
 
 
 def launch(session: str, path: Path, *extra: str, wrap_log: Path | None = None) -> None:

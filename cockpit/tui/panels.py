@@ -363,9 +363,11 @@ def stage_rows(snap: Snapshot, levels: Levels) -> list[tuple[str, tuple[Any, ...
     return rows
 
 
-RUN_COLUMNS = (("run", "run"), ("state", "state"), ("step", "step"), ("metrics", "metrics"),
+# The verdict and checkpoint columns come before the (wide) metrics so that they stay
+# on screen at 120 columns.
+RUN_COLUMNS = (("run", "run"), ("state", "state"), ("step", "step"), ("verdict", "verdict"),
                ("ckpt", "checkpoint"), ("verified", "verified"), ("cost", "save cost"),
-               ("verdict", "verdict"))
+               ("metrics", "metrics"))
 
 
 def run_rows(snap: Snapshot, watched: Mapping[str, Sequence[str]],
@@ -397,13 +399,14 @@ def run_rows(snap: Snapshot, watched: Mapping[str, Sequence[str]],
             verdict_level = "fired"
         rows.append((r.id, (
             Text(r.id, style="bold"), Text(tx.stage_state(r.state), style=levels[level]),
-            step, metrics, ckpt, verified, cost,
-            Text(tx.level_word(verdict_level, verdict) if verdict else "",
-                 style=levels[verdict_level]))))
+            step, Text(tx.level_word(verdict_level, verdict) if verdict else "",
+                       style=levels[verdict_level]),
+            ckpt, verified, cost, metrics)))
     return rows
 
 
-RULE_COLUMNS = (("rule", "rule"), ("run", "run"), ("state", "state"), ("detail", "detail"))
+# State first: in the narrow right-hand panel it must never be the column cut off.
+RULE_COLUMNS = (("state", "state"), ("rule", "rule"), ("run", "run"), ("detail", "detail"))
 
 
 def rule_rows(snap: Snapshot, last_fired: tuple[str, str] | None,
@@ -416,9 +419,8 @@ def rule_rows(snap: Snapshot, last_fired: tuple[str, str] | None,
         last = last_fired == (r.rule, r.run)
         style = levels[level] + (" reverse" if last else "")
         rows.append((f"{r.rule}\x1f{r.run}", (
-            Text(r.rule, style="bold"), r.run,
             Text(tx.level_word(level, r.state) + (" (last)" if last else ""), style=style),
-            Text(detail))))
+            Text(r.rule, style="bold"), r.run, Text(detail))))
     return rows
 
 
