@@ -123,6 +123,12 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     if not folder.is_dir():
         raise InputError(f"verify-export: {args.dir}: no such folder")
+    # The bag itself, or the export root holding it (the bag is the one subfolder).
+    bags = [folder] if (folder / "bagit.txt").exists() else \
+        [p for p in folder.iterdir() if p.is_dir() and (p / "bagit.txt").exists()]
+    if not bags:
+        raise InputError(f"verify-export: {args.dir}: not an export (no bagit.txt in it or "
+                         "in a folder inside it)")
     report = verify_export(folder, reload=not args.no_reload)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

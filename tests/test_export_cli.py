@@ -57,3 +57,12 @@ def test_bad_input(tmp_path, capsys):
         run(capsys, "verify-export", str(tmp_path / "nowhere"))
     with pytest.raises(InputError):
         run(capsys, "budget", str(tmp_path / "missing.yaml"))
+
+
+def test_verify_export_of_a_folder_that_is_no_export_is_bad_input(tmp_path):
+    from tests.conftest import run_cockpit
+
+    (tmp_path / "notes.txt").write_text("not a bag")
+    result = run_cockpit("verify-export", str(tmp_path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "not an export" in result.stderr and len(result.stderr.strip().splitlines()) == 1
