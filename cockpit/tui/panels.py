@@ -14,9 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import DataTable, RichLog, Static
+from textual.widgets.data_table import ColumnKey
 
 from cockpit.planning.schedule import Slot
 from cockpit.snapshot import RunView, Snapshot
@@ -313,8 +315,15 @@ class LiveTable(DataTable[Any]):
             else:
                 for (col, _), before, after in zip(self._columns, old, values, strict=True):
                     if _plain(before) != _plain(after):
-                        self.update_cell(key, col, after, update_width=True)
+                        # Re-measuring a column redraws the whole table: only when the new
+                        # text no longer fits (elapsed times and steps tick every second).
+                        self.update_cell(key, col, after,
+                                         update_width=_width(after) > self._col_width(col))
             self._cells[key] = values
+
+    def _col_width(self, col: str) -> int:
+        column = self.columns.get(ColumnKey(col))
+        return column.content_width if column is not None else 0
 
     def forget(self) -> None:
         """Redraw every cell next time (a theme change recolours them)."""
@@ -323,6 +332,10 @@ class LiveTable(DataTable[Any]):
 
 def _plain(value: Any) -> Any:
     return value.markup if isinstance(value, Text) else value
+
+
+def _width(value: Any) -> int:
+    return value.cell_len if isinstance(value, Text) else cell_len(str(value))
 
 
 STAGE_COLUMNS = (("state", "state"), ("stage", "stage"), ("category", "category"),
