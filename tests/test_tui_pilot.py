@@ -332,6 +332,8 @@ async def test_rule_firing_rings_the_bell(campaign: Path) -> None:
         await until(pilot, lambda: bells and app.last_fired == ("finite-loss", "rd"))
         rules = app.query_one("#rules")
         assert rules.get_row("finite-loss\x1frd")[0].plain.startswith("✗ fired")
+        await settle(app, pilot)
+        assert rules.get_row_at(0)[0].plain.startswith("✗ fired")  # fired rules come first
 
 
 @run_async

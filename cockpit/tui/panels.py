@@ -305,6 +305,11 @@ class LiveTable(DataTable[Any]):
 
     def sync(self, rows: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
         keys = [key for key, _ in rows]
+        kept = [k for k in self._cells if k in keys]
+        if kept != [k for k in keys if k in self._cells]:
+            # The order changed (a rule fired and moves to the top): rare, so rebuild.
+            self.clear()
+            self._cells = {}
         for key in [k for k in self._cells if k not in keys]:
             self.remove_row(key)
             del self._cells[key]
@@ -425,7 +430,9 @@ RULE_COLUMNS = (("state", "state"), ("rule", "rule"), ("run", "run"), ("detail",
 def rule_rows(snap: Snapshot, last_fired: tuple[str, str] | None,
               levels: Levels) -> list[tuple[str, tuple[Any, ...]]]:
     rows = []
-    for r in snap.rules:
+    # Fired and warned rules first: the panel is small, and they are why it exists.
+    rank = {"fired": 0, "warn": 1}
+    for r in sorted(snap.rules, key=lambda r: rank.get(r.state, 2)):
         level = r.state if r.state in ("ok", "warn", "fired") else "info"
         detail = r.reason or (f"{r.metric}={tx.metric(r.value)}" if r.metric and r.value
                               is not None else (r.metric or r.kind))
