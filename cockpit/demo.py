@@ -18,17 +18,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from cockpit.assets import asset_path
 from cockpit.errors import InputError
 
 DEMO_NOTE = "the demo's scripted choice: the pilot reached the floor, go on with the plan"
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_campaigns" / "digits"
+SAMPLE = asset_path("sample_campaigns", "digits")
 
 
 def prepare(target: Path | None, now: datetime, steps: int | None = None) -> Path:
     """Copy the sample into ``target`` (default a new folder here); return the campaign file."""
     if not SAMPLE.is_dir():
-        raise InputError(f"demo: the sample campaign is missing ({SAMPLE}); run the demo "
-                         "from a clone of the cockpit repository")
+        raise InputError(f"demo: the sample campaign is missing ({SAMPLE}); the install is "
+                         "incomplete: reinstall the cockpit")
     if target is None:
         target = Path.cwd() / f"cockpit-demo-{now:%Y%m%d-%H%M%S}"
     if target.exists() and any(target.iterdir()):
@@ -109,10 +110,31 @@ def _run_headless(path: Path, args: argparse.Namespace) -> int:
                 print(f"demo: not done after {args.timeout:g} s", file=sys.stderr)
                 return 1
             time.sleep(args.interval)
+        if verdict.code != 0:
+            print(failed_stage_logs(engine.state()), file=sys.stderr)
     finally:
         engine.close()
     print(summary(campaign))
     return verdict.code
+
+
+def failed_stage_logs(state: Any, lines: int = 15) -> str:
+    """The last stderr lines of every failed stage and where its full log is."""
+    from cockpit.state import FAILED
+
+    out: list[str] = []
+    for stage in state.stages.values():
+        if stage.state != FAILED or not stage.exit_file:
+            continue
+        err = Path(stage.exit_file).with_suffix(".err")
+        try:
+            tail = err.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            tail = ["(its log could not be read)"]
+        out.append(f"demo: stage {stage.id} failed ({stage.reason or 'no reason recorded'}); "
+                   f"last lines of {err}:")
+        out.extend(f"  | {line}" for line in tail)
+    return "\n".join(out)
 
 
 def summary(campaign: Any) -> str:

@@ -4,8 +4,8 @@ A theme file scopes its rules under ``App.-cockpit-theme-NAME`` (so all themes l
 ``t`` only swaps a class) and names the Textual palette it builds on in a comment
 line ``/* palette: textual-dark */``. The palette gives ``$success``/``$warning``/
 ``$error`` (ok / warn / fired) their colours; the file styles the structure's colour.
-The folder sits beside the package in a checkout (``Path(__file__).parents[2]``); an
-installed copy finds it through ``COCKPIT_THEMES`` or fails with the file's name.
+The folder ships inside the package (:mod:`cockpit.assets`, a link to the top-level
+``themes/`` in a checkout); ``COCKPIT_THEMES`` points at another folder of them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from cockpit.assets import asset_path
 
 ORDER = ("default", "light", "high-contrast")
 PALETTE = re.compile(r"/\*\s*palette:\s*([\w-]+)\s*\*/")
@@ -32,7 +34,7 @@ class ThemeFile:
 
 def themes_dir() -> Path:
     env = os.environ.get("COCKPIT_THEMES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "themes"
+    return Path(env) if env else asset_path("themes")
 
 
 def discover(folder: Path | None = None) -> dict[str, ThemeFile]:
