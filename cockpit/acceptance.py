@@ -29,7 +29,7 @@ from typing import Any
 
 from cockpit.campaign.loader import Checker, register_validator
 from cockpit.campaign.model import Campaign, Run
-from cockpit.runs.checkpoints import CheckpointInfo, CheckpointScanner
+from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.metrics import MetricStream
 from cockpit.runs.supervisor import report_path
 from cockpit.runs.verify import VerifyReport, run_verify_command, verify_checkpoint
@@ -200,9 +200,12 @@ def newest_checkpoint(campaign: Campaign, run_id: str, *, ended: bool = True,
     run = campaign.runs.get(run_id)
     if run is None or run.checkpoints is None:
         return []
-    # An ended run writes nothing more: no need to wait for files to settle.
-    scanner = CheckpointScanner(campaign.resolve(run.checkpoints), run.pattern,
-                                settle_seconds=0.0 if ended else 2.0)
+    # An ended run writes nothing more: no need to wait for files to settle. A running
+    # one's reported checkpoints are complete at once; only unreported ones settle.
+    from cockpit.runs.verification import reported_scanner  # the plan package imports us
+
+    scanner = reported_scanner(campaign, run, settle_seconds=0.0 if ended else 2.0)
+    assert scanner is not None  # run.checkpoints is set
     view = scanner.scan(time.time())
     if all_complete:
         return list(view.complete)

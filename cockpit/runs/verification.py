@@ -24,10 +24,54 @@ from cockpit.runs.supervisor import report_path
 from cockpit.runs.verify import VerifyReport, run_verify_command, verify_checkpoint
 
 
-def scanner_for(campaign: Campaign, run: Run) -> CheckpointScanner | None:
+def scanner_for(campaign: Campaign, run: Run,
+                settle_seconds: float = 2.0) -> CheckpointScanner | None:
     if run.checkpoints is None:
         return None
-    return CheckpointScanner(campaign.resolve(run.checkpoints), pattern=run.pattern)
+    return CheckpointScanner(campaign.resolve(run.checkpoints), pattern=run.pattern,
+                             settle_seconds=settle_seconds)
+
+
+def run_stream(campaign: Campaign, run_id: str) -> MetricStream:
+    """Every metric file of a run: its declared ``metrics`` and its cockpit.report file."""
+    run = campaign.runs.get(run_id)
+    paths = [campaign.resolve(p) for p in (run.metrics if run else ())]
+    report = report_path(campaign, run_id)
+    if report not in paths:
+        paths.append(report)
+    return MetricStream(paths)
+
+
+def feed_checkpoint_reports(campaign: Campaign, scanner: CheckpointScanner,
+                            events: list[dict[str, Any]]) -> None:
+    """Tell the scanner what the run reported: a checkpoint it said it wrote is complete
+    at once; the settle time is only for files nobody reported."""
+    for event in events:
+        if not event.get("path"):
+            continue
+        path = campaign.resolve(Path(str(event["path"])))
+        at = event.get("t") if isinstance(event.get("t"), (int, float)) else None
+        if event.get("event") == "checkpoint_started":
+            scanner.mark_started(path, at=at)
+        elif event.get("event") == "checkpoint_written":
+            step = event.get("step")
+            seconds = event.get("seconds")
+            scanner.mark_written(path, step=step if isinstance(step, int) else None,
+                                 seconds=seconds if isinstance(seconds, (int, float)) else None,
+                                 at=at)
+
+
+def reported_scanner(campaign: Campaign, run: Run,
+                     settle_seconds: float = 2.0) -> CheckpointScanner | None:
+    """A fresh scanner that already knows every checkpoint the run reported written."""
+    scanner = scanner_for(campaign, run, settle_seconds)
+    if scanner is None:
+        return None
+    stream = run_stream(campaign, run.id)
+    while stream.poll():  # a reader returns a bounded slice per poll: read to the end
+        feed_checkpoint_reports(campaign, scanner, stream.poll_events())
+    feed_checkpoint_reports(campaign, scanner, stream.poll_events())
+    return scanner
 
 
 def choose_checkpoint(campaign: Campaign, run: Run, which: str = "newest") -> CheckpointInfo | Path:
@@ -38,7 +82,7 @@ def choose_checkpoint(campaign: Campaign, run: Run, which: str = "newest") -> Ch
         if not path.exists():
             raise InputError(f"verify: no checkpoint at {path}")
         return path
-    scanner = scanner_for(campaign, run)
+    scanner = reported_scanner(campaign, run)
     if scanner is None:
         raise InputError(f"{campaign.path}: run {run.id!r} has no checkpoints folder")
     view = scanner.scan(time.time())
