@@ -19,6 +19,7 @@ from cockpit.units import format_hours, parse_duration
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in the cockpit, never a verdict on the campaign
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -105,10 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
     _simulate(p)
     p.set_defaults(handler=cmd_demo)
 
+    p = sub.add_parser("init", help="write a complete, commented campaign to start from")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--offer", default="rtx4090-3d", help="the package (an offer id of the catalog)")
+    p.add_argument("--start", default="now", metavar="ISO|now",
+                   help="when the rental window starts (default: now)")
+    p.set_defaults(handler=cmd_init)
+
     p = sub.add_parser("start", help="launch a stage's command, detached")
     p.add_argument("file")
     p.add_argument("stage")
-    p.add_argument("--force", action="store_true", help="start even if its GPU is held")
+    p.add_argument("--force", action="store_true",
+                   help="start even if its GPU is held or its `after` stages have not ended")
     p.set_defaults(handler=cmd_start)
 
     p = sub.add_parser("mark", help="mark a stage without a command started, done or skipped")
@@ -172,7 +181,7 @@ def _simulate(p: argparse.ArgumentParser) -> None:
                    help="drive N simulated GPUs (labelled SIMULATED); also COCKPIT_SIMULATE_GPUS")
 
 
-COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "start", "mark",
+COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "init", "start", "mark",
             "stop", "decide", "accept", "note", "cost", "budget", "export", "verify-export")
 
 
@@ -198,9 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, never a traceback
         if os.environ.get("COCKPIT_DEBUG"):
             raise
-        print(f"cockpit: internal error: {type(exc).__name__}: {exc} "
-              "(set COCKPIT_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 1
+        print(f"cockpit: internal error: {type(exc).__name__}: {exc}\n"
+              "cockpit: this is a bug in the cockpit, please report it with the traceback "
+              "(set COCKPIT_DEBUG=1 to see it)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _engine(args: argparse.Namespace, **kwargs: Any) -> Any:
@@ -385,6 +395,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from cockpit.demo import run_demo
 
     return run_demo(args)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from cockpit.scaffold import run_init
+
+    return run_init(args)
 
 
 @_acting

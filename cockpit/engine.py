@@ -47,8 +47,10 @@ from cockpit.runs.verification import (
     BackgroundVerifier,
     checkpoint_step,
     choose_checkpoint,
+    feed_checkpoint_reports,
     report_fields,
     resume_equivalence,
+    run_stream,
     scanner_for,
     verify_run_checkpoint,
 )
@@ -223,12 +225,7 @@ class Engine:
     # ------------------------------------------------------------------ metrics & rules
     def _stream(self, run_id: str, attempt: Any) -> MetricStream:
         if run_id not in self._streams or self._stream_attempt.get(run_id) != attempt:
-            run = self.campaign.runs.get(run_id)
-            paths = [self.campaign.resolve(p) for p in (run.metrics if run else ())]
-            report = supervisor.report_path(self.campaign, run_id)
-            if report not in paths:
-                paths.append(report)
-            self._streams[run_id] = MetricStream(paths)
+            self._streams[run_id] = run_stream(self.campaign, run_id)
             self._stream_attempt[run_id] = attempt
         return self._streams[run_id]
 
@@ -244,16 +241,9 @@ class Engine:
             fresh[run.id] = [p for p in points
                              if started is None or p.t is None or p.t >= started]
             scanner = self._scanner(run.id)
-            for event in stream.poll_events():
-                if scanner is None or not event.get("path"):
-                    continue
-                path = self.campaign.resolve(Path(str(event["path"])))
-                at = event.get("t") if isinstance(event.get("t"), (int, float)) else None
-                if event.get("event") == "checkpoint_started":
-                    scanner.mark_started(path, at=at)
-                elif event.get("event") == "checkpoint_written":
-                    scanner.mark_written(path, seconds=event.get("seconds"),
-                                         step=event.get("step"), at=at)
+            events = stream.poll_events()
+            if scanner is not None:
+                feed_checkpoint_reports(self.campaign, scanner, events)
         self._scan_checkpoints(state)
         return fresh
 
@@ -451,13 +441,7 @@ class Engine:
             return st.state
         if state.revised:
             return "blocked"
-        for dep in stage.after:
-            dep_state = state.stages[dep].state
-            if dep_state in ENDED:
-                continue
-            dep_stage = self.campaign.stage(dep)
-            if dep_state in (FAILED, STOPPED) and dep_stage.category in OPTIONAL_CATEGORIES:
-                continue  # an optional stage that failed is information, not a blocker (D15)
+        if self.unmet_after(state, stage):
             return "waiting"
         for decider in state.pending_decisions:
             if stage.id in downstream(self.campaign, decider):
@@ -465,6 +449,19 @@ class Engine:
         if self._gpu_conflict(state, stage):
             return "waiting"
         return "ready" if stage.command is not None else "needs-person"
+
+    def unmet_after(self, state: CampaignState, stage: Stage) -> list[str]:
+        """The stages in ``stage.after`` that have not ended (in plan order)."""
+        unmet: list[str] = []
+        for dep in stage.after:
+            dep_state = state.stages[dep].state
+            if dep_state in ENDED:
+                continue
+            dep_stage = self.campaign.stage(dep)
+            if dep_state in (FAILED, STOPPED) and dep_stage.category in OPTIONAL_CATEGORIES:
+                continue  # an optional stage that failed is information, not a blocker (D15)
+            unmet.append(f"{dep} ({dep_state})")
+        return unmet
 
     def _gpu_conflict(self, state: CampaignState, stage: Stage) -> str | None:
         mine = set(supervisor.stage_gpus(stage, self.campaign.package.offer.gpus))
@@ -511,6 +508,10 @@ class Engine:
                 return []
             if st.state in (DROPPED, SKIPPED):
                 raise ActionRefused(f"stage {stage_id!r} was {st.state}")
+            waits_for = self.unmet_after(state, stage)
+            if waits_for and not force:
+                raise ActionRefused(f"stage {stage_id!r} waits for {', '.join(waits_for)}; "
+                                    "--force starts it anyway")
             holder = self._gpu_conflict(state, stage)
             if holder and not force:
                 raise ActionRefused(f"stage {stage_id!r} needs the GPU that stage {holder!r} "

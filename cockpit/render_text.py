@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cockpit.snapshot import Snapshot
 from cockpit.telemetry import format_bytes
-from cockpit.units import format_duration
+from cockpit.units import format_duration, format_percent
 
 STATE_MARK = {
     "running": "▶", "done": "✓", "failed": "✗", "stopped": "■", "skipped": "·",
@@ -73,9 +73,9 @@ def status_text(snap: Snapshot) -> str:
     lines.append(gpu_summary(snap))
     if snap.host is not None:
         h = snap.host
-        lines.append(f"host: CPU {h.cpu_percent:.0f}% of {h.cpu_count} · RAM "
+        lines.append(f"host: CPU {format_percent(h.cpu_percent)} of {h.cpu_count} · RAM "
                      f"{format_bytes(h.mem_used)}/{format_bytes(h.mem_total)} · cockpit "
-                     f"{h.own_cpu_percent:.1f}% CPU {format_bytes(h.own_rss)}")
+                     f"{format_percent(h.own_cpu_percent, 1)} CPU {format_bytes(h.own_rss)}")
     for warning in snap.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)

@@ -109,3 +109,8 @@ def plain_amount(value: Decimal) -> str:
     if "." in text and len(text.split(".")[1]) == 1:
         text += "0"
     return text
+
+
+def format_percent(value: float | None, decimals: int = 0) -> str:
+    """``12%``, or ``—`` while there is no real figure yet (a first CPU sample)."""
+    return "—" if value is None else f"{value:.{decimals}f}%"

@@ -1,8 +1,10 @@
-"""`cockpit demo --headless`: the digits campaign to its close, as CI runs it.
+"""`cockpit demo`: the digits campaign to its close, exactly as the README runs it.
 
-A smaller setting of the same campaign (fewer steps per run) keeps the suite within
-its time budget; everything else is the real thing: PyTorch training on CPU, the
-pilot decision, the stop rule, reload checks, error analysis, export and budget.
+The README's first command, word for word after the install (no terminal, so it runs
+headless), from an empty working folder: PyTorch training on CPU, the pilot decision,
+the resume check right after the pilot (the race a fast machine hits), the stop rule,
+reload checks, error analysis, export and budget. It runs twice: once shared by the
+checks below, once more to show it passes again.
 """
 
 from __future__ import annotations
@@ -21,13 +23,46 @@ from tests.conftest import SAMPLES, run_cockpit
 pytest.importorskip("torch", reason="the demo trains a real PyTorch model")
 
 
+README_DEMO = ("demo", "--simulate-gpus", "2")  # the README's first command, after the install
+
+
+def readme_command_args() -> tuple[str, ...]:
+    """The arguments of ``python3 -m cockpit`` in the README's first command."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    first = next(line for line in readme.splitlines() if "-m cockpit demo" in line)
+    return tuple(first.split("-m cockpit ", 1)[1].split())
+
+
+def run_readme_demo(workdir: Path) -> tuple[Path, str]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    result = run_cockpit(*README_DEMO, cwd=workdir, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (folder,) = workdir.glob("cockpit-demo-*")
+    return folder, result.stdout
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> tuple[Path, str]:
-    folder = tmp_path_factory.mktemp("demo") / "run"
-    result = run_cockpit("demo", "--headless", "--dir", str(folder), "--steps", "300",
-                         "--interval", "0.2", timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return folder, result.stdout
+    return run_readme_demo(tmp_path_factory.mktemp("demo"))
+
+
+def test_the_test_runs_the_readme_command_word_for_word():
+    assert readme_command_args() == README_DEMO
+
+
+def test_the_readme_demo_passes_again(tmp_path: Path):
+    folder, out = run_readme_demo(tmp_path)
+    assert "(verified: True)" in out
+
+
+def test_the_demo_runs_print_no_warnings(demo):
+    """Every stage's stderr is free of warnings (torch without numpy warned on each run)."""
+    folder, _ = demo
+    logs = sorted((folder / ".cockpit" / "logs").glob("*.err"))
+    assert len(logs) >= 8
+    for log in logs:
+        text = log.read_text()
+        assert "Warning" not in text and "warning" not in text, (log.name, text[-500:])
 
 
 def events(folder: Path) -> list[dict]:
@@ -37,7 +72,7 @@ def events(folder: Path) -> list[dict]:
 
 def test_the_demo_closes_as_expected(demo):
     folder, out = demo
-    assert f"demo campaign: {folder / 'campaign.yaml'}" in out
+    assert f"demo campaign: {folder.resolve() / 'campaign.yaml'}" in out
     journal = events(folder)
     verdicts = {e["run"]: e["kind"] for e in journal
                 if e["kind"] in ("result_accepted", "result_rejected")}

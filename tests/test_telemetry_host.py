@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import psutil
@@ -22,7 +23,7 @@ class Clock:
 def test_host_reading_has_real_numbers() -> None:
     h = HostSampler().sample()
     assert h.cpu_count == psutil.cpu_count(logical=True)
-    assert 0.0 <= h.cpu_percent <= 100.0
+    assert h.cpu_percent is None  # the first sample has no real interval behind it
     assert 0 < h.mem_used <= h.mem_total == psutil.virtual_memory().total
     assert 0 <= h.swap_used <= max(h.swap_total, 0) or h.swap_total == 0
     assert h.own_rss > 10 * 2**20  # a python with pytest loaded
@@ -33,9 +34,22 @@ def test_host_reading_has_real_numbers() -> None:
 def test_own_cpu_percent_sees_work() -> None:
     hs = HostSampler()
     deadline = psutil.Process().cpu_times().user + 0.2
-    while psutil.Process().cpu_times().user < deadline:
+    not_before = time.monotonic() + 0.6  # past the sampler's baseline interval
+    while psutil.Process().cpu_times().user < deadline or time.monotonic() < not_before:
         sum(i * i for i in range(10_000))
-    assert hs.sample().own_cpu_percent > 10.0
+    own = hs.sample().own_cpu_percent
+    assert own is not None and own > 10.0
+
+
+def test_no_cpu_figure_until_the_baseline_is_real() -> None:
+    """A sample taken right after start is noise (1133 % was shown): none until 0.5 s."""
+    hs = HostSampler()
+    first = hs.sample()
+    assert first.cpu_percent is None and first.own_cpu_percent is None
+    time.sleep(0.6)
+    later = hs.sample()
+    assert later.cpu_percent is not None and 0.0 <= later.cpu_percent <= 100.0
+    assert later.own_cpu_percent is not None and later.own_cpu_percent < 400.0
 
 
 def test_paths_on_one_filesystem_are_reported_once(tmp_path: Path) -> None:

@@ -37,6 +37,9 @@ def _existing(path: Path) -> Path | None:
     return None
 
 
+MIN_CPU_INTERVAL_S = 0.5
+
+
 class HostSampler:
     """One `sample()` per tick; cheap (a few psutil calls)."""
 
@@ -58,14 +61,18 @@ class HostSampler:
         self._swap: tuple[int, int] = (0, 0)
         self._cpu_count = psutil.cpu_count(logical=True) or os.cpu_count() or 1
         self._own = psutil.Process()
-        # psutil's first cpu_percent(None) is always 0.0: prime both now
+        # psutil's first cpu_percent(None) is always 0.0, and one taken a few ms after the
+        # baseline is noise (1133 % was seen): prime both now, report nothing until the
+        # baseline is MIN_CPU_INTERVAL_S old. Real time: psutil measures real CPU time.
         psutil.cpu_percent(interval=None)
         self._own.cpu_percent(interval=None)
+        self._cpu_since = time.monotonic()
 
     def sample(self) -> HostInfo:
         now = self._clock()
         warnings: list[str] = []
-        cpu = float(psutil.cpu_percent(interval=None))
+        baseline_ok = time.monotonic() - self._cpu_since >= MIN_CPU_INTERVAL_S
+        cpu: float | None = float(psutil.cpu_percent(interval=None)) if baseline_ok else None
         try:
             load1: float | None = float(psutil.getloadavg()[0])
         except (OSError, AttributeError):
@@ -73,7 +80,9 @@ class HostSampler:
         vm = psutil.virtual_memory()
         with self._own.oneshot():
             # percent of one core, like top: 200.0 means two cores busy
-            own_cpu = float(self._own.cpu_percent(interval=None))
+            own_cpu: float | None = float(self._own.cpu_percent(interval=None))
+            if not baseline_ok:
+                own_cpu = None
             own_rss = int(self._own.memory_info().rss)
         if now >= self._next_disk:
             self._next_disk = now + self._disk_interval

@@ -82,7 +82,7 @@ class DiskInfo:
 
 @dataclass(frozen=True)
 class HostInfo:
-    cpu_percent: float
+    cpu_percent: float | None  # None until psutil has a real interval to measure
     cpu_count: int
     load1: float | None
     mem_used: int
@@ -90,7 +90,7 @@ class HostInfo:
     swap_used: int
     swap_total: int
     disks: tuple[DiskInfo, ...]
-    own_cpu_percent: float
+    own_cpu_percent: float | None
     own_rss: int
     warnings: tuple[str, ...]
 

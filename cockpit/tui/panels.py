@@ -24,7 +24,7 @@ from cockpit.planning.schedule import Slot
 from cockpit.snapshot import RunView, Snapshot
 from cockpit.telemetry import GpuInfo, format_bytes
 from cockpit.tui import text as tx
-from cockpit.units import format_duration
+from cockpit.units import format_duration, format_percent
 
 Levels = Mapping[str, str]  # level (ok/warn/fired/info/muted) -> Rich style
 
@@ -589,8 +589,9 @@ class HostLine(LivePanel):
         # Rounded so the line (and the wire) stays still while nothing really moves.
         self.show(styled([
             ("host ", "bold"),
-            (f"CPU {h.cpu_percent:3.0f}% of {h.cpu_count} · RAM {format_bytes(h.mem_used)}/"
+            (f"CPU {format_percent(h.cpu_percent):>4} of {h.cpu_count} · RAM "
+             f"{format_bytes(h.mem_used)}/"
              f"{format_bytes(h.mem_total)}{disk}", ""),
             (" · cockpit ", "bold"),
-            (f"{h.own_cpu_percent:.0f}% CPU {h.own_rss / 2**20:.0f} MB RSS", ""),
+            (f"{format_percent(h.own_cpu_percent)} CPU {h.own_rss / 2**20:.0f} MB RSS", ""),
         ]))
