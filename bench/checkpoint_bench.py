@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from cockpit.runs.checkpoints import CheckpointScanner
-from cockpit.runs.verify import verify_checkpoint
+from cockpit.runs.reload_check import verify_checkpoint
 
 
 def bench_scan(root: Path, files: int, ticks: int) -> None:

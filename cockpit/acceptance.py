@@ -31,8 +31,8 @@ from cockpit.campaign.loader import Checker, register_validator
 from cockpit.campaign.model import Campaign, Run
 from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.metrics import MetricStream
+from cockpit.runs.reload_check import VerifyReport, run_verify_command, verify_checkpoint
 from cockpit.runs.supervisor import report_path
-from cockpit.runs.verify import VerifyReport, run_verify_command, verify_checkpoint
 from cockpit.state import FAILED, RUNNING, STOPPED, SUCCEEDED, CampaignState, fold
 
 CHECK_KEYS = ("metric", "predictions", "checkpoint")
@@ -202,7 +202,7 @@ def newest_checkpoint(campaign: Campaign, run_id: str, *, ended: bool = True,
         return []
     # An ended run writes nothing more: no need to wait for files to settle. A running
     # one's reported checkpoints are complete at once; only unreported ones settle.
-    from cockpit.runs.verification import reported_scanner  # the plan package imports us
+    from cockpit.runs.checkpoint_verifier import reported_scanner  # the plan package imports us
 
     scanner = reported_scanner(campaign, run, settle_seconds=0.0 if ended else 2.0)
     assert scanner is not None  # run.checkpoints is set

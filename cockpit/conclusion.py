@@ -20,7 +20,7 @@ from typing import Any
 
 from cockpit.campaign.loader import NAME_ID, Checker, register_section, register_validator
 from cockpit.campaign.model import Campaign
-from cockpit.campaign.yamlread import Path_
+from cockpit.campaign.yamlread import KeyPath
 from cockpit.state import STOPPED, CampaignState
 from cockpit.units import format_duration
 
@@ -75,7 +75,7 @@ class Conclusion:
 # ------------------------------------------------------------------ sections
 
 
-def read_conclusion(check: Checker, value: Any, path: Path_, stages: list[Any]
+def read_conclusion(check: Checker, value: Any, path: KeyPath, stages: list[Any]
                     ) -> ConclusionSpec | None:
     if value is None:
         return None
@@ -119,7 +119,7 @@ def check_conclusion(check: Checker, extras: dict[str, Any]) -> None:
             check.err(("conclusion", "variants", i), "the baseline is not its own variant")
 
 
-def read_deadline(check: Checker, value: Any, path: Path_, stages: list[Any]) -> DeadlineSpec:
+def read_deadline(check: Checker, value: Any, path: KeyPath, stages: list[Any]) -> DeadlineSpec:
     if value is None:
         return DeadlineSpec()
     entry = check.mapping(value, path, DEADLINE_KEYS, what="deadline")
@@ -138,7 +138,7 @@ def read_deadline(check: Checker, value: Any, path: Path_, stages: list[Any]) ->
     return DeadlineSpec(**values)
 
 
-def read_on_deadline(check: Checker, value: Any, path: Path_, stages: list[Any]) -> str:
+def read_on_deadline(check: Checker, value: Any, path: KeyPath, stages: list[Any]) -> str:
     if value is None:
         return "warn"
     if value not in ON_DEADLINE:

@@ -35,15 +35,7 @@ from cockpit.journal import Journal, JournalTxn, parse_time
 from cockpit.planning.advice import downstream
 from cockpit.planning.forecast import forecast
 from cockpit.runs import supervisor
-from cockpit.runs.checkpoints import (
-    CheckpointInfo,
-    CheckpointScanner,
-    CheckpointView,
-    interval_advice,
-)
-from cockpit.runs.metrics import MetricStream
-from cockpit.runs.rules import Firing, check_points, check_restart, rules_hash
-from cockpit.runs.verification import (
+from cockpit.runs.checkpoint_verifier import (
     BackgroundVerifier,
     checkpoint_step,
     choose_checkpoint,
@@ -54,8 +46,23 @@ from cockpit.runs.verification import (
     scanner_for,
     verify_run_checkpoint,
 )
-from cockpit.snapshot import CheckpointView as CheckpointView_
-from cockpit.snapshot import EventLine, RuleView, RunView, Snapshot, StageView, WindowView
+from cockpit.runs.checkpoints import (
+    CheckpointInfo,
+    CheckpointScan,
+    CheckpointScanner,
+    interval_advice,
+)
+from cockpit.runs.metrics import MetricStream
+from cockpit.runs.rules import Firing, check_points, check_restart, rules_hash
+from cockpit.snapshot import (
+    CheckpointView,
+    EventLine,
+    RuleView,
+    RunView,
+    Snapshot,
+    StageView,
+    WindowView,
+)
 from cockpit.state import (
     DONE,
     DROPPED,
@@ -139,7 +146,7 @@ class Engine:
         self._hook_runner = HookRunner(campaign.folder)
         self._keys: set[str] = set()  # "key" fields of journaled once-only events
         self._scanners: dict[str, CheckpointScanner | None] = {}
-        self._ckpt_views: dict[str, CheckpointView] = {}
+        self._ckpt_views: dict[str, CheckpointScan] = {}
         self._verifier = BackgroundVerifier()
         self._rules_hash = rules_hash(campaign.stop_rules)  # the plan is frozen: once
         settings = campaign.settings
@@ -336,7 +343,7 @@ class Engine:
             raise ActionRefused(f"export written to {result.bag_dir} but not journaled")
         return result.event
 
-    def _checkpoint_view(self, run: Any, now: datetime) -> CheckpointView_ | None:
+    def _checkpoint_view(self, run: Any, now: datetime) -> CheckpointView | None:
         view = self._ckpt_views.get(run.id)
         if view is None:
             return None
@@ -357,7 +364,7 @@ class Engine:
                          else self.campaign.settings.tolerable_loss_s)
             advice = interval_advice(save, interval, tolerable,
                                      self.campaign.settings.mtbi_s).message
-        return CheckpointView_(
+        return CheckpointView(
             path=str(newest.path) if newest else None, step=newest.step if newest else None,
             age_s=newest.age_seconds if newest else None,
             size=newest.size_bytes if newest else None, total_size=view.total_bytes,
@@ -1000,7 +1007,7 @@ class Engine:
             yield "the forecast exceeds the rental window (D11): see the options"
 
 
-def _typical_interval(view: CheckpointView) -> float | None:
+def _typical_interval(view: CheckpointScan) -> float | None:
     """Median time between successive complete checkpoints (the save interval in use)."""
     times = sorted(c.mtime for c in view.complete)
     gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False) if b > a)

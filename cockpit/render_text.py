@@ -1,4 +1,5 @@
-"""Plain-text renderings of a Snapshot: `cockpit status` and the one-line tmux status.
+"""Plain-text rendering of a Snapshot for `cockpit status` (the window line, stages,
+runs, rules, GPUs and host). The tmux status-bar line is :mod:`cockpit.statusline`'s.
 
 No Textual, no Rich: this is the headless face's vocabulary, and the words (states,
 reasons) are the same ones the TUI shows.

@@ -1,7 +1,8 @@
 """The engine's immutable Snapshot: everything both faces (TUI, headless) render.
 
-Plain frozen dataclasses plus :func:`snapshot_json`, the one JSON shape used by
-``cockpit status --json`` and the headless status log.
+Plain frozen dataclasses plus :func:`snapshot_json`, the full JSON shape of
+``cockpit status --json``. (The headless status log writes a compact form of its
+own: :mod:`cockpit.statuslog`.)
 """
 
 from __future__ import annotations

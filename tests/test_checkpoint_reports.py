@@ -17,8 +17,8 @@ import pytest
 
 from cockpit.campaign import load_campaign
 from cockpit.errors import InputError
+from cockpit.runs.checkpoint_verifier import choose_checkpoint
 from cockpit.runs.supervisor import report_path
-from cockpit.runs.verification import choose_checkpoint
 from tests.campaigns import write_campaign
 from tests.conftest import run_cockpit
 

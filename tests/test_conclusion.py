@@ -18,7 +18,7 @@ from tests.test_export_sample import NOW, START, drive_journal, write_sample
 
 
 def _fake_verifier(path, kind, **_kw):
-    from cockpit.runs.verify import VerifyReport
+    from cockpit.runs.reload_check import VerifyReport
     return VerifyReport(True, kind, str(path), layout="fake")
 
 

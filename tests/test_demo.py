@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.runs.verify import verify_checkpoint
+from cockpit.runs.reload_check import verify_checkpoint
 from tests.conftest import SAMPLES, run_cockpit
 
 pytest.importorskip("torch", reason="the demo trains a real PyTorch model")

@@ -151,7 +151,7 @@ def drive_journal(campaign, *, stop_b: bool = True) -> Journal:
 
 
 def ok_verifier(path, kind, **_kw):
-    from cockpit.runs.verify import VerifyReport
+    from cockpit.runs.reload_check import VerifyReport
     return VerifyReport(True, kind, str(path), layout="stand-in")
 
 

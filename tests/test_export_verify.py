@@ -10,8 +10,8 @@ import bagit
 import pytest
 
 from cockpit.export import export_campaign, verify_export
-from cockpit.export.verify import is_temporary
-from cockpit.runs.verify import verify_checkpoint
+from cockpit.export.verifier import is_temporary
+from cockpit.runs.reload_check import verify_checkpoint
 from tests.test_export_sample import NOW, build_sample, ok_verifier
 
 CHECKS = ("bag valid", "runs accounted for", "expected ids", "no empty file",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.runs.verify import VerifyReport, exit_code, run_verify_command, verify_checkpoint
-from cockpit.runs.verify_worker import (
+from cockpit.runs.reload_check import VerifyReport, exit_code, run_verify_command, verify_checkpoint
+from cockpit.runs.reload_worker import (
     HF_RNG_WARNING,
     LIGHTNING_RNG_WARNING,
     UNSAFE_WORDS,
@@ -277,7 +277,7 @@ def test_worker_that_cannot_start_or_crashes(tmp_path):
 def test_worker_prints_exactly_one_json_object(tmp_path):
     write_safetensors(tmp_path / "m.safetensors")
     done = subprocess.run(
-        [sys.executable, "-m", "cockpit.runs.verify_worker", str(tmp_path / "m.safetensors"),
+        [sys.executable, "-m", "cockpit.runs.reload_worker", str(tmp_path / "m.safetensors"),
          "--kind", "inference"], capture_output=True, text=True, timeout=60,
     )
     lines = done.stdout.splitlines()
@@ -298,8 +298,8 @@ def test_run_verify_command(tmp_path):
 
 
 def test_import_cockpit_does_not_import_torch():
-    code = ("import sys, cockpit, cockpit.runs.verify, cockpit.runs.checkpoints, "
-            "cockpit.runs.verify_worker, cockpit.resume; "
+    code = ("import sys, cockpit, cockpit.runs.reload_check, cockpit.runs.checkpoints, "
+            "cockpit.runs.reload_worker, cockpit.resume; "
             "print(sorted(m for m in ('torch', 'textual', 'numpy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)

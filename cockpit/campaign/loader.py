@@ -17,7 +17,7 @@ from typing import Any
 
 from cockpit.campaign.catalog import BUILTIN_OFFERS
 from cockpit.campaign.model import CATEGORIES, Campaign, Offer, Package, Resource, Stage
-from cockpit.campaign.yamlread import Located, Path_, parse_yaml, read_text
+from cockpit.campaign.yamlread import KeyPath, Located, parse_yaml, read_text
 from cockpit.errors import InputError, Problem
 from cockpit.units import Money, parse_duration
 
@@ -41,13 +41,13 @@ class Checker:
         self.loc = loc
         self.problems: list[Problem] = []
 
-    def err(self, path: Path_, message: str, *, key: bool = False) -> None:
+    def err(self, path: KeyPath, message: str, *, key: bool = False) -> None:
         self.problems.append(self.loc.problem(path, message, key=key))
 
     def mapping(
         self,
         value: Any,
-        path: Path_,
+        path: KeyPath,
         known: Iterable[str],
         required: Iterable[str] = (),
         what: str = "section",
@@ -66,7 +66,7 @@ class Checker:
                 self.err(path, f"{what} needs {key!r}")
         return value
 
-    def string(self, value: Any, path: Path_, what: str, pattern: re.Pattern[str] | None = None,
+    def string(self, value: Any, path: KeyPath, what: str, pattern: re.Pattern[str] | None = None,
                hint: str = "") -> str | None:
         if not isinstance(value, str) or not value.strip():
             self.err(path, f"{what} must be a non-empty text, not {_kind(value)}")
@@ -76,7 +76,7 @@ class Checker:
             return None
         return value
 
-    def integer(self, value: Any, path: Path_, what: str, minimum: int = 1) -> int | None:
+    def integer(self, value: Any, path: KeyPath, what: str, minimum: int = 1) -> int | None:
         if isinstance(value, bool) or not isinstance(value, int):
             self.err(path, f"{what} must be a whole number, not {_kind(value)}")
             return None
@@ -85,7 +85,7 @@ class Checker:
             return None
         return value
 
-    def positive(self, value: Any, path: Path_, what: str) -> float | None:
+    def positive(self, value: Any, path: KeyPath, what: str) -> float | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.err(path, f"{what} must be a number, not {_kind(value)}")
             return None
@@ -94,13 +94,13 @@ class Checker:
             return None
         return float(value)
 
-    def boolean(self, value: Any, path: Path_, what: str) -> bool:
+    def boolean(self, value: Any, path: KeyPath, what: str) -> bool:
         if not isinstance(value, bool):
             self.err(path, f"{what} must be true or false, not {_kind(value)}")
             return False
         return value
 
-    def duration(self, value: Any, path: Path_, what: str) -> float | None:
+    def duration(self, value: Any, path: KeyPath, what: str) -> float | None:
         """Seconds from "90m"-style text, or a bare number of hours."""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             hours = self.positive(value, path, what)
@@ -114,7 +114,7 @@ class Checker:
             self.err(path, f"{what}: {exc}")
             return None
 
-    def str_list(self, value: Any, path: Path_, what: str) -> list[str]:
+    def str_list(self, value: Any, path: KeyPath, what: str) -> list[str]:
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
             self.err(path, f"{what} must be a text or a list of texts")
@@ -195,7 +195,7 @@ def _offers(check: Checker, value: Any) -> dict[str, Offer]:
         check.err(("offers",), "offers must be a list of offers")
         return offers
     for i, item in enumerate(value):
-        path: Path_ = ("offers", i)
+        path: KeyPath = ("offers", i)
         entry = check.mapping(item, path, OFFER_KEYS, ("id",), what="offer")
         if entry is None:
             continue
@@ -256,7 +256,7 @@ def _package(check: Checker, value: Any, offers: dict[str, Offer]) -> Package | 
     return Package(offer, count, start, None if order_ref is None else str(order_ref))
 
 
-def _timestamp(check: Checker, value: Any, path: Path_, what: str) -> datetime | None:
+def _timestamp(check: Checker, value: Any, path: KeyPath, what: str) -> datetime | None:
     if not isinstance(value, str):
         check.err(path, f"{what} must be a time like 2026-12-02T08:00:00Z, not {_kind(value)}")
         return None
@@ -272,7 +272,7 @@ def _timestamp(check: Checker, value: Any, path: Path_, what: str) -> datetime |
     return when
 
 
-def _resources(check: Checker, value: Any, path: Path_, gpus: int | None) -> tuple[Resource, ...]:
+def _resources(check: Checker, value: Any, path: KeyPath, gpus: int | None) -> tuple[Resource, ...]:
     names = check.str_list(value, path, "resource")
     out: list[Resource] = []
     for i, name in enumerate(names):
@@ -306,7 +306,7 @@ def _stages(check: Checker, value: Any, package: Package | None, folder: Path) -
     stages: list[Stage] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(value):
-        path: Path_ = ("stages", i)
+        path: KeyPath = ("stages", i)
         entry = check.mapping(item, path, STAGE_KEYS, ("id",), what="stage")
         if entry is None:
             continue
@@ -371,7 +371,7 @@ def _stages(check: Checker, value: Any, package: Package | None, folder: Path) -
     return stages
 
 
-def _command(check: Checker, entry: dict[str, Any], path: Path_) -> tuple[Any, bool]:
+def _command(check: Checker, entry: dict[str, Any], path: KeyPath) -> tuple[Any, bool]:
     shell = check.boolean(entry.get("shell", False), path + ("shell",), "shell")
     if "command" not in entry:
         return None, shell
@@ -392,7 +392,7 @@ def _check_after(check: Checker, stages: list[Stage], raw: list[Any]) -> None:
     ids = {s.id for s in stages}
     index_of = {s["id"]: i for i, s in enumerate(raw) if isinstance(s, dict) and "id" in s}
     for stage in stages:
-        path: Path_ = ("stages", index_of.get(stage.id, 0), "after")
+        path: KeyPath = ("stages", index_of.get(stage.id, 0), "after")
         for dep in stage.after:
             if dep == stage.id:
                 check.err(path, f"stage {stage.id!r} cannot come after itself")

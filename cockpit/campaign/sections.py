@@ -18,7 +18,7 @@ from cockpit.campaign.model import (
     Stage,
     StopRule,
 )
-from cockpit.campaign.yamlread import Path_
+from cockpit.campaign.yamlread import KeyPath
 from cockpit.hooks import read_hooks
 
 RUN_KEYS = (
@@ -34,19 +34,19 @@ SETTING_KEYS = (
 )
 RESUME_KEYS = ("command", "steps", "metric", "tolerance")
 
-def _path(check: Checker, value: Any, where: Path_, what: str) -> Path | None:
+def _path(check: Checker, value: Any, where: KeyPath, what: str) -> Path | None:
     text = check.string(value, where, what)
     return None if text is None else Path(text)
 
 
-def _argv(check: Checker, value: Any, where: Path_, what: str) -> tuple[str, ...] | None:
+def _argv(check: Checker, value: Any, where: KeyPath, what: str) -> tuple[str, ...] | None:
     if isinstance(value, list) and value and all(isinstance(a, (str, int, float)) for a in value):
         return tuple(str(a) for a in value)
     check.err(where, f"{what} must be a non-empty list of words (argv)")
     return None
 
 
-def read_runs(check: Checker, value: Any, path: Path_, stages: list[Stage]) -> dict[str, Run]:
+def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) -> dict[str, Run]:
     runs: dict[str, Run] = {}
     if value is None:
         value = {}
@@ -140,7 +140,7 @@ def read_runs(check: Checker, value: Any, path: Path_, stages: list[Stage]) -> d
     return runs
 
 
-def read_stop_rules(check: Checker, value: Any, path: Path_,
+def read_stop_rules(check: Checker, value: Any, path: KeyPath,
                     stages: list[Stage]) -> tuple[StopRule, ...]:
     if value is None:
         return ()
@@ -200,7 +200,7 @@ def read_stop_rules(check: Checker, value: Any, path: Path_,
     return tuple(rules)
 
 
-def read_settings(check: Checker, value: Any, path: Path_, stages: list[Stage]) -> Settings:
+def read_settings(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) -> Settings:
     if value is None:
         return Settings()
     entry = check.mapping(value, path, SETTING_KEYS, what="settings")

@@ -24,7 +24,7 @@ MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 MAX_EXPANDED_NODES = 100_000
 
-Path_ = tuple[Any, ...]
+KeyPath = tuple[Any, ...]
 
 _PLAIN_TAGS = {
     "tag:yaml.org,2002:str",
@@ -44,10 +44,10 @@ class Located:
 
     data: Any
     source: str
-    marks: dict[Path_, tuple[int, int]] = field(default_factory=dict)
-    key_marks: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    marks: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+    key_marks: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
 
-    def where(self, path: Path_, *, key: bool = False) -> tuple[int, int]:
+    def where(self, path: KeyPath, *, key: bool = False) -> tuple[int, int]:
         """The mark of ``path``, or of its nearest located ancestor."""
         table = self.key_marks if key else self.marks
         probe = tuple(path)
@@ -59,7 +59,7 @@ class Located:
             probe = probe[:-1]
         return self.marks.get((), (1, 1))
 
-    def problem(self, path: Path_, message: str, *, key: bool = False) -> Problem:
+    def problem(self, path: KeyPath, message: str, *, key: bool = False) -> Problem:
         line, col = self.where(path, key=key)
         return Problem(self.source, line, col, message)
 
@@ -117,7 +117,7 @@ def parse_yaml(text: str, source: str) -> Located:
 class _Frame:
     __slots__ = ("container", "path", "pending_key", "anchor", "size", "key_mark")
 
-    def __init__(self, container: Any, path: Path_, anchor: str | None) -> None:
+    def __init__(self, container: Any, path: KeyPath, anchor: str | None) -> None:
         self.container = container
         self.path = path
         self.pending_key: Any = _NO_KEY
@@ -140,8 +140,8 @@ class _Builder:
         self.documents = 0
         self.root: Any = None
         self.has_root = False
-        self.marks: dict[Path_, tuple[int, int]] = {}
-        self.key_marks: dict[Path_, tuple[int, int]] = {}
+        self.marks: dict[KeyPath, tuple[int, int]] = {}
+        self.key_marks: dict[KeyPath, tuple[int, int]] = {}
         self._resolver = Resolver()
         self._constructor = SafeConstructor()
 
@@ -214,7 +214,7 @@ class _Builder:
             self.fail(event, f"bad value {event.value!r}: {exc}")
         return None
 
-    def _child_path(self, event: yaml.Event) -> Path_:
+    def _child_path(self, event: yaml.Event) -> KeyPath:
         if not self.stack:
             return ()
         frame = self.stack[-1]
@@ -224,7 +224,7 @@ class _Builder:
             return frame.path + ("<key>",)
         return frame.path + (frame.pending_key,)
 
-    def _mark(self, path: Path_, event: yaml.Event) -> None:
+    def _mark(self, path: KeyPath, event: yaml.Event) -> None:
         self.marks[path] = (event.start_mark.line + 1, event.start_mark.column + 1)
 
     def _place(self, event: yaml.Event, value: Any, size: int) -> None:

@@ -9,7 +9,7 @@ from cockpit.export.bag import (
     default_export_root,
     export_campaign,
 )
-from cockpit.export.verify import VerifyExportReport, verify_export
+from cockpit.export.verifier import VerifyExportReport, verify_export
 
 __all__ = [
     "ARTIFACT_MODES",

@@ -50,12 +50,12 @@ from cockpit.acceptance import last_metrics, newest_checkpoint
 from cockpit.budget import budget
 from cockpit.campaign.model import Campaign, Run
 from cockpit.conclusion import conclude, conclusion_spec
-from cockpit.export.report import render_report, timeline_svg
-from cockpit.export.verify import VerifyExportReport, verify_export
+from cockpit.export.report_md import render_report, timeline_svg
+from cockpit.export.verifier import VerifyExportReport, verify_export
 from cockpit.fsutil import fsync_dir
 from cockpit.journal import Journal, format_time
 from cockpit.runs.checkpoints import CheckpointInfo
-from cockpit.runs.verify import verify_checkpoint
+from cockpit.runs.reload_check import verify_checkpoint
 from cockpit.state import FAILED, NOT_STARTED, RUNNING, STOPPED, SUCCEEDED, CampaignState, fold
 
 ARTIFACT_MODES = ("final", "all", "none")
@@ -431,7 +431,7 @@ def _layout(path: Path, files: list[str]) -> tuple[str, str]:
         return ("transformers.AutoModel.from_pretrained",
                 f"from transformers import AutoModel; m = AutoModel.from_pretrained("
                 f"{str(path)!r})")
-    return ("cockpit.runs.verify_worker", "")
+    return ("cockpit.runs.reload_worker", "")
 
 
 def _adapter_pin(run: Run, artifact: Path) -> tuple[str | None, str | None, list[str]]:
@@ -460,7 +460,7 @@ def _reload_entry(run: Run, art: CheckpointInfo, rel: str, files: list[FileEntry
                   result: bool, warnings: list[str]) -> dict[str, Any]:
     rel_path = Path(rel)
     loader, snippet = _layout(rel_path, [f.path for f in files])
-    check = (f"python -m cockpit.runs.verify_worker {rel} --kind {run.kind}"
+    check = (f"python -m cockpit.runs.reload_worker {rel} --kind {run.kind}"
              + (" --allow-unsafe" if run.allow_unsafe_pickle else ""))
     entry: dict[str, Any] = {
         "run": run.id, "result": run.result_id, "kind": run.kind, "path": rel,

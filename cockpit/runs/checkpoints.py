@@ -4,7 +4,7 @@ This module owns what the cockpit knows about a run's checkpoint folder between 
 which checkpoints exist, which are complete (stopped changing, or reported written by
 the run), which are still being written, how old the newest complete one is, how much
 disk they take and how much is left (D19), and what one save costs (D17/D18). It never
-loads a checkpoint: reloading is :mod:`cockpit.runs.verify`'s job, in another process.
+loads a checkpoint: reloading is :mod:`cockpit.runs.reload_check`'s job, in another process.
 
 Cost per tick stays flat with thousands of files: the folder is listed again only when
 its mtime changes; otherwise only the in-progress entries (and the few newest complete
@@ -102,7 +102,7 @@ class SaveCost:
 
 
 @dataclass(frozen=True)
-class CheckpointView:
+class CheckpointScan:
     folder: Path
     exists: bool
     newest: CheckpointInfo | None
@@ -219,7 +219,7 @@ class CheckpointScanner:
 
     # ------------------------------------------------------------------ tick
 
-    def scan(self, now: float) -> CheckpointView:
+    def scan(self, now: float) -> CheckpointScan:
         try:
             st = os.stat(self.folder)
         except OSError:
@@ -420,12 +420,12 @@ class CheckpointScanner:
             return None
         return rel.split(os.sep, 1)[0]
 
-    def _view(self, now: float, *, exists: bool, note: str | None = None) -> CheckpointView:
+    def _view(self, now: float, *, exists: bool, note: str | None = None) -> CheckpointScan:
         listed = tuple(_info(e, now) for e in self._top_list())
         progress = tuple(
             sorted((_info(self._entries[k], now) for k in self._pending), key=lambda i: i.mtime)
         )
-        return CheckpointView(
+        return CheckpointScan(
             folder=self.folder,
             exists=exists,
             newest=listed[0] if listed else None,

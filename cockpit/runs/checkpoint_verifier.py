@@ -20,8 +20,8 @@ from cockpit.campaign.model import Campaign, Run
 from cockpit.errors import InputError
 from cockpit.runs.checkpoints import CheckpointInfo, CheckpointScanner, step_from_name
 from cockpit.runs.metrics import MetricStream
+from cockpit.runs.reload_check import VerifyReport, run_verify_command, verify_checkpoint
 from cockpit.runs.supervisor import report_path
-from cockpit.runs.verify import VerifyReport, run_verify_command, verify_checkpoint
 
 
 def scanner_for(campaign: Campaign, run: Run,

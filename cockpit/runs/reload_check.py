@@ -1,7 +1,7 @@
 """Checkpoint reload verification in a fresh process (D16/D17, D23).
 
 This module owns the cockpit's side of verification: starting the worker
-(:mod:`cockpit.runs.verify_worker`) or the campaign's own ``verify_command`` in a new
+(:mod:`cockpit.runs.reload_worker`) or the campaign's own ``verify_command`` in a new
 process with a time limit, and turning what comes back into a :class:`VerifyReport`.
 A checkpoint is never loaded in the cockpit's own process: unpickling can run code,
 and a multi-GB load would stall the UI. ``report.exit_code`` is what a
@@ -107,7 +107,7 @@ def verify_checkpoint(
     target = os.path.abspath(os.fspath(path))
     if kind not in KINDS:
         return VerifyReport(False, kind, target, error=f"unknown kind {kind!r}")
-    argv = [python, "-m", "cockpit.runs.verify_worker", target, "--kind", kind]
+    argv = [python, "-m", "cockpit.runs.reload_worker", target, "--kind", kind]
     if allow_unsafe:
         argv.append("--allow-unsafe")
     if base_model:

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from cockpit.acceptance import compare_ids, read_expected_ids, read_prediction_ids
-from cockpit.runs.verify import run_verify_command, verify_checkpoint
+from cockpit.runs.reload_check import run_verify_command, verify_checkpoint
 
 TEXT_SUFFIXES = (".txt", ".md", ".json", ".jsonl", ".yaml", ".yml", ".csv", ".tsv", ".cfg",
                  ".ini", ".toml", ".log", ".py", ".sh", ".svg", ".sha256", ".ids", "")

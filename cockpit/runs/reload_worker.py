@@ -1,6 +1,6 @@
 """Reload one checkpoint in this (fresh) process and say what a restart would get (D16/D17).
 
-Run as ``python -m cockpit.runs.verify_worker PATH --kind train|inference|adapter
+Run as ``python -m cockpit.runs.reload_worker PATH --kind train|inference|adapter
 [--allow-unsafe] [--base-model ID] [--base-revision REV]``. It prints exactly one JSON
 object on stdout (whatever the loaded code prints goes to stderr) and exits 0 even when
 the checkpoint is broken: the report says why in words.
@@ -90,7 +90,7 @@ def inspect_checkpoint(
     base_model: str | None = None,
     base_revision: str | None = None,
 ) -> dict[str, Any]:
-    """The report as a plain dict (see :class:`cockpit.runs.verify.VerifyReport`)."""
+    """The report as a plain dict (see :class:`cockpit.runs.reload_check.VerifyReport`)."""
     target = Path(path)
     result: dict[str, Any] = {
         "ok": False, "kind": kind, "path": os.fspath(target), "layout": None,
@@ -628,7 +628,7 @@ def _short(exc: BaseException, limit: int = 300) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cockpit.runs.verify_worker")
+    parser = argparse.ArgumentParser(prog="python -m cockpit.runs.reload_worker")
     parser.add_argument("path")
     parser.add_argument("--kind", default="train", choices=sorted(REQUIRED))
     parser.add_argument("--allow-unsafe", action="store_true")
