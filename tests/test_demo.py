@@ -20,6 +20,8 @@ import pytest
 from cockpit.runs.reload_check import verify_checkpoint
 from tests.conftest import SAMPLES, run_cockpit
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch", reason="the demo trains a real PyTorch model")
 
 

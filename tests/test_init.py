@@ -95,6 +95,7 @@ def test_bad_offer_or_start_is_one_line_and_exit_2(tmp_path, option, value, word
     assert not folder.exists()
 
 
+@pytest.mark.slow
 def test_the_template_runs_end_to_end(tmp_path):
     if importlib.util.find_spec("torch") is None:
         pytest.skip("the template trains a real PyTorch model")

@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch", reason="cockpit.resume needs torch")
 
 from cockpit import report, resume  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 # A tiny loop where every RNG matters: torch (minibatch sampling, dropout),
 # numpy (input noise), python random (loss weighting); Adam state, a scheduler
 # and a GradScaler make optimizer/scheduler/scaler state matter too.

@@ -23,7 +23,8 @@ import pytest
 
 from tests.campaigns import step_command, write_campaign
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
+              pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 
 # 30 idle ticks (6 s) may redraw the host line (at most every 5 s, ~350 B each) and, when
