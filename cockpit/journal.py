@@ -69,6 +69,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from cockpit.journal_fields import event_problem
+from cockpit.safe_json import TooDeep, loads_bounded
+
 __all__ = [
     "Journal",
     "JournalError",
@@ -290,12 +293,19 @@ class Journal:
         if not raw.strip():
             return  # a blank line carries nothing and harms nothing
         try:
-            event = json.loads(raw.decode("utf-8"))
+            event = loads_bounded(raw.decode("utf-8"))
+        except TooDeep as exc:
+            self._problem(line_no, f"not an event ({exc}): skipped")
+            return
         except (UnicodeDecodeError, ValueError) as exc:
             self._problem(line_no, f"not valid JSON ({exc.__class__.__name__}): skipped")
             return
         if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
             self._problem(line_no, "not an event (a JSON object with a string 'kind'): skipped")
+            return
+        wrong = event_problem(event)
+        if wrong is not None:
+            self._problem(line_no, f"{event['kind']} event with a bad field ({wrong}): skipped")
             return
         expected = len(self._events) + 1
         if event.get("seq") != expected:

@@ -18,52 +18,85 @@ Only the standard library is imported here: it runs inside the user's training p
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import sys
 import threading
 import time
-from typing import IO, Any
+from typing import Any
 
 ENV_VAR = "COCKPIT_REPORT"
 
 _lock = threading.Lock()
-_stream: IO[str] | None = None
-_stream_path: str | None = None
+_fd: int | None = None
+_fd_path: str | None = None
+_chosen_path: str | None = None
+_dropped = 0
+_torn = False  # the last write was cut short: the next record starts on a new line
 
 
 def open_report(path: str | os.PathLike[str] | None) -> None:
     """Direct further lines to ``path`` (None: back to ``$COCKPIT_REPORT``)."""
-    global _stream, _stream_path
+    global _chosen_path
     with _lock:
-        if _stream is not None:
-            _stream.close()
-        _stream = None
-        _stream_path = None if path is None else os.fspath(path)
+        _close()
+        _chosen_path = None if path is None else os.fspath(path)
 
 
-def _target() -> IO[str] | None:
-    global _stream, _stream_path
-    path = _stream_path or os.environ.get(ENV_VAR)
+def dropped() -> int:
+    """How many records could not be written (a full disk, a folder that went away)."""
+    return _dropped
+
+
+def _close() -> None:
+    global _fd, _fd_path
+    if _fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(_fd)
+    _fd = None
+    _fd_path = None
+
+
+def _target() -> int | None:
+    global _fd, _fd_path
+    path = _chosen_path or os.environ.get(ENV_VAR)
     if not path:
         return None
-    if _stream is None or _stream.name != path:
-        if _stream is not None:
-            _stream.close()
+    if _fd is None or _fd_path != path:
+        _close()
         directory = os.path.dirname(path)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        # Line buffering: each record reaches the file as one write, ending in "\n".
-        _stream = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-        _stream_path = path
-    return _stream
+        # O_APPEND and one write() per record: each line lands whole or is cut short,
+        # never interleaved with another writer's.
+        _fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        _fd_path = path
+    return _fd
 
 
 def _write(record: dict[str, Any]) -> None:
+    """Append one record; never raises into the training (a dropped line is counted)."""
+    global _dropped, _torn
+    data = (json.dumps(record, default=str) + "\n").encode("utf-8")
     with _lock:
-        stream = _target()
-        if stream is None:
-            return
-        stream.write(json.dumps(record, default=str) + "\n")
+        try:
+            fd = _target()
+            if fd is None:
+                return
+            if _torn:
+                data = b"\n" + data  # the cut-short line stands alone; readers skip it
+            written = os.write(fd, data)
+            _torn = written < len(data)
+            if _torn:
+                raise OSError(errno.ENOSPC, "short write")
+        except (OSError, ValueError) as exc:
+            _dropped += 1
+            if _dropped == 1:
+                # Once: the training goes on; the cockpit sees the gap in the metrics.
+                sys.stderr.write(f"cockpit.report: a metric line was dropped ({exc}); "
+                                 "further drops are counted silently (report.dropped())\n")
 
 
 def log(step: int | None = None, **metrics: Any) -> None:

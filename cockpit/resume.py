@@ -169,13 +169,18 @@ def save_state(
     # Dot-prefixed temp name: checkpoint scanners skip it, and it sits on the same
     # filesystem so os.replace is an atomic rename.
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    writer: _ErrorKeepingWriter | None = None
     try:
         with os.fdopen(fd, "wb") as stream:
-            torch.save(payload, stream)
+            writer = _ErrorKeepingWriter(stream)
+            torch.save(payload, writer)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(tmp_name, target)
     except BaseException as exc:
+        # torch turns a failed write into "unexpected pos N vs M": report the OS's words.
+        if writer is not None and writer.error is not None and not isinstance(exc, OSError):
+            exc = writer.error
         try:
             os.unlink(tmp_name)
         except FileNotFoundError:
@@ -194,6 +199,25 @@ def save_state(
     seconds = time.perf_counter() - started
     report.checkpoint_written(target, step=int(step), seconds=round(seconds, 6))
     return target
+
+
+class _ErrorKeepingWriter:
+    """A binary stream for torch.save that keeps the first OSError its writes raised."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return int(self._stream.write(data))
+        except OSError as exc:
+            if self.error is None:
+                self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self._stream.flush()
 
 
 def load_state(
