@@ -138,6 +138,8 @@ def _error(path: Path, action: str, exc: OSError) -> JournalError:
         why = "a parent of the journal path is a file, not a folder"
     elif exc.errno == errno.ENOSPC:
         why = "no space left on the device"
+    elif exc.errno == errno.ELOOP:
+        why = "it is a symbolic link, and the cockpit writes only into a real file"
     else:
         why = exc.strerror or str(exc)
     return JournalError(f"cannot {action} journal {path}: {why}")
@@ -349,7 +351,10 @@ class Journal:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 if self.path.is_dir():
                     raise IsADirectoryError(errno.EISDIR, "is a directory", str(self.path))
-                lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                # O_NOFOLLOW: a journal or lock that is a symlink would be written through
+                # into whatever it points at; refuse it instead.
+                lock_fd = os.open(self.lock_path,
+                                  os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
             except OSError as exc:
                 raise _error(self.path, "lock", exc) from exc
             write_fd: int | None = None
@@ -372,7 +377,8 @@ class Journal:
     def _open_for_append(self) -> int:
         created = not self.path.exists()
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+                         | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise _error(self.path, "open", exc) from exc
         if created:

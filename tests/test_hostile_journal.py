@@ -64,3 +64,16 @@ def test_bounded_json_refuses_only_what_is_too_deep() -> None:
     assert loads_bounded(nested_in_text) == {"note": "[" * 500}  # brackets in a string
     assert nesting_depth('{"a": [[1], {"b": "]]]"}]}') == 3
     assert loads_bounded("[" * 64 + "]" * 64) is not None
+
+
+@pytest.mark.parametrize("which", ["journal.jsonl", "journal.jsonl.lock"])
+def test_a_journal_or_lock_that_is_a_symlink_is_refused(tmp_path: Path, which: str) -> None:
+    path = write_campaign(tmp_path, stages=[{"id": "a", "duration": "5m", "resource": "cpu"}])
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("precious\n")
+    (tmp_path / ".cockpit").mkdir()
+    (tmp_path / ".cockpit" / which).symlink_to(target)
+    result = run_cockpit("note", str(path), "a", "hello")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "symbolic link" in result.stderr
+    assert target.read_text() == "precious\n"
