@@ -22,7 +22,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from typing import Any
 from cockpit.campaign.loader import Checker, register_validator
 from cockpit.campaign.model import Campaign, Run
 from cockpit.runs.checkpoints import CheckpointInfo
-from cockpit.runs.metrics import MetricStream
+from cockpit.runs.metric_tail import last_values
 from cockpit.runs.reload_check import VerifyReport, run_verify_command, verify_checkpoint
 from cockpit.runs.supervisor import report_path
 from cockpit.state import FAILED, RUNNING, STOPPED, SUCCEEDED, CampaignState, fold
@@ -115,20 +115,13 @@ def metric_paths(campaign: Campaign, run_id: str) -> list[Path]:
     return paths
 
 
-def last_metrics(campaign: Campaign, state: CampaignState | None, run_id: str) -> dict[str, float]:
-    """The last reported value of each metric of the run's latest attempt (files read once)."""
-    try:
-        stream = MetricStream(metric_paths(campaign, run_id))
-    except ValueError:
-        return {}
+def last_metrics(campaign: Campaign, state: CampaignState | None, run_id: str,
+                 names: Iterable[str] | None = None) -> dict[str, float]:
+    """The last reported value of each metric of the run's latest attempt, however big
+    its files. ``names``: the metrics the caller needs (read from the files' ends)."""
     run = state.runs.get(run_id) if state is not None else None
     started = run.started_at.timestamp() - 1.0 if run and run.started_at else None
-    latest: dict[str, float] = {}
-    for point in stream.poll():
-        if started is not None and point.t is not None and point.t < started:
-            continue  # an older attempt's point
-        latest.update(point.values)
-    return latest
+    return last_values(metric_paths(campaign, run_id), names, since=started).values
 
 
 def read_prediction_ids(path: Path) -> list[str]:
@@ -249,7 +242,8 @@ def evaluate_acceptance(campaign: Campaign, state: CampaignState, run_id: str, *
     for entry in spec.acceptance:
         if "metric" in entry:
             if metrics is None:
-                metrics = last_metrics(campaign, state, run_id)
+                metrics = last_metrics(campaign, state, run_id, names=[
+                    str(e["metric"]) for e in spec.acceptance if "metric" in e])
             passed, why = _metric_check(entry, metrics)
         elif "predictions" in entry:
             passed, why = _predictions_check(campaign, spec, str(entry["predictions"]))

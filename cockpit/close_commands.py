@@ -77,7 +77,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
         # D21: for a research decision, the conclusion reached rather than a unit price.
         values = {}
         for run_id in campaign.runs:
-            value = last_metrics(campaign, state, run_id).get(spec.metric)
+            value = last_metrics(campaign, state, run_id, [spec.metric]).get(spec.metric)
             if value is not None:
                 values[run_id] = value
         data["conclusion"] = conclude(campaign, state, values).text

@@ -762,7 +762,8 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         if status == "accepted" and run.checkpoints is not None and artifacts != "none" \
                 and not chosen:
             warnings.append(f"run {run_id} is accepted but has no complete checkpoint to export")
-        values = last_metrics(campaign, state, run_id) if spec_c is not None else {}
+        values = last_metrics(campaign, state, run_id, [spec_c.metric]) \
+            if spec_c is not None else {}
         if spec_c is not None and spec_c.metric in values:
             metric_values[run_id] = values[spec_c.metric]
         runs_json[run_id] = {
