@@ -63,8 +63,8 @@ def status_text(snap: Snapshot) -> str:
     fired = [r for r in snap.rules if r.state != "ok"]
     lines.append("")
     lines.append(f"rules: {len(snap.rules) - len(fired)} ok, {len(fired)} fired")
-    for r in fired:
-        lines.append(f"  {r.rule} on {r.run}: {r.reason}")
+    for rule in fired:
+        lines.append(f"  {rule.rule} on {rule.run}: {rule.reason}")
     if snap.pending_decisions:
         lines.append(f"decision pending at {', '.join(snap.pending_decisions)}: "
                      "cockpit decide FILE continue|limit|revise --note ...")

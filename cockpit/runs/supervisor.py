@@ -79,8 +79,10 @@ def launch(campaign: Campaign, stage: Stage, now: datetime,
     gpus = stage_gpus(stage, campaign.package.offer.gpus)
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
+    argv: list[str]
+    command: list[str] | str
     if isinstance(stage.command, str):
-        command: list[str] | str = stage.command.replace("{python}", python)
+        command = stage.command.replace("{python}", python)
         argv = [python, "-m", "cockpit.runs.wrapper", str(exit_file), "--shell", command]
     else:
         # "{python}": the interpreter running the cockpit, so a venv needs nothing on PATH.
