@@ -64,7 +64,7 @@ FIELD_CHECKS: Mapping[str, tuple[Check, str]] = {
     "sha256": (_optional(_text), "a hash"),
     "rule": (_optional(_text), "a rule id"),
     "step": (_optional(_int), "a step number"),
-    "threshold": (_optional(_number), "a number"),
+    "threshold": (lambda v: v is None or _number(v) or _text(v), "a number or a text"),
     "action": (_optional(_text), "a text"),
     "label": (_optional(_text), "a text"),
     "currency": (_optional(_text), "a currency code"),
