@@ -27,7 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cockpit.campaign.loader import Checker, register_validator
+from cockpit.campaign.checker import Checker
+from cockpit.campaign.loader import register_validator
 from cockpit.campaign.model import Campaign, Run
 from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.metric_tail import last_values

@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from cockpit.campaign.loader import NAME_ID, Checker, register_section, register_validator
+from cockpit.campaign.checker import NAME_ID, Checker
+from cockpit.campaign.loader import register_section, register_validator
 from cockpit.campaign.model import Campaign
 from cockpit.campaign.yamlread import KeyPath
 from cockpit.state import STOPPED, CampaignState

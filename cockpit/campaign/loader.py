@@ -10,19 +10,17 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.catalog import BUILTIN_OFFERS
+from cockpit.campaign.checker import NAME_ID, Checker, kind_of
 from cockpit.campaign.model import CATEGORIES, Campaign, Offer, Package, Resource, Stage
-from cockpit.campaign.yamlread import KeyPath, Located, parse_yaml, read_text
-from cockpit.errors import InputError, Problem
-from cockpit.units import Money, parse_duration
+from cockpit.campaign.yamlread import KeyPath, parse_yaml, read_text
+from cockpit.units import Money
 
 CAMPAIGN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
-NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 ROLES = ("control", "data_check", "resume_check", "pilot", "export", "retrieval")
 
 TOP_KEYS = ("campaign", "question", "package", "offers", "stages")
@@ -32,99 +30,6 @@ STAGE_KEYS = (
     "id", "hours", "duration", "resource", "category", "after", "decision_point", "run",
     "machine", "role", "command", "shell", "cwd", "env", "note",
 )
-
-
-class Checker:
-    """Collects located problems while reading plain YAML data."""
-
-    def __init__(self, loc: Located) -> None:
-        self.loc = loc
-        self.problems: list[Problem] = []
-
-    def err(self, path: KeyPath, message: str, *, key: bool = False) -> None:
-        self.problems.append(self.loc.problem(path, message, key=key))
-
-    def mapping(
-        self,
-        value: Any,
-        path: KeyPath,
-        known: Iterable[str],
-        required: Iterable[str] = (),
-        what: str = "section",
-    ) -> dict[str, Any] | None:
-        if not isinstance(value, dict):
-            self.err(path, f"{what} must be a mapping (key: value), not {_kind(value)}")
-            return None
-        known = tuple(known)
-        for key in value:
-            if not isinstance(key, str) or key not in known:
-                hint = difflib.get_close_matches(str(key), known, n=1)
-                extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-                self.err(path + (key,), f"unknown key {key!r} in {what}{extra}", key=True)
-        for key in required:
-            if key not in value:
-                self.err(path, f"{what} needs {key!r}")
-        return value
-
-    def string(self, value: Any, path: KeyPath, what: str, pattern: re.Pattern[str] | None = None,
-               hint: str = "") -> str | None:
-        if not isinstance(value, str) or not value.strip():
-            self.err(path, f"{what} must be a non-empty text, not {_kind(value)}")
-            return None
-        if pattern is not None and not pattern.match(value):
-            self.err(path, f"{what} {value!r} is not valid{hint}")
-            return None
-        return value
-
-    def integer(self, value: Any, path: KeyPath, what: str, minimum: int = 1) -> int | None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.err(path, f"{what} must be a whole number, not {_kind(value)}")
-            return None
-        if value < minimum:
-            self.err(path, f"{what} must be at least {minimum}, not {value}")
-            return None
-        return value
-
-    def positive(self, value: Any, path: KeyPath, what: str) -> float | None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.err(path, f"{what} must be a number, not {_kind(value)}")
-            return None
-        if not value > 0 or value != value or value == float("inf"):
-            self.err(path, f"{what} must be a positive finite number, not {value}")
-            return None
-        return float(value)
-
-    def boolean(self, value: Any, path: KeyPath, what: str) -> bool:
-        if not isinstance(value, bool):
-            self.err(path, f"{what} must be true or false, not {_kind(value)}")
-            return False
-        return value
-
-    def duration(self, value: Any, path: KeyPath, what: str) -> float | None:
-        """Seconds from "90m"-style text, or a bare number of hours."""
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            hours = self.positive(value, path, what)
-            return None if hours is None else hours * 3600.0
-        if not isinstance(value, str):
-            self.err(path, f"{what} must be a duration like 90m or 1h30m, not {_kind(value)}")
-            return None
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            self.err(path, f"{what}: {exc}")
-            return None
-
-    def str_list(self, value: Any, path: KeyPath, what: str) -> list[str]:
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-            self.err(path, f"{what} must be a text or a list of texts")
-            return []
-        return list(items)
-
-    def raise_if_any(self) -> None:
-        if self.problems:
-            self.problems.sort(key=lambda p: (p.line, p.col))
-            raise InputError(self.problems)
 
 
 def load_campaign(path: str | Path) -> Campaign:
@@ -258,7 +163,7 @@ def _package(check: Checker, value: Any, offers: dict[str, Offer]) -> Package | 
 
 def _timestamp(check: Checker, value: Any, path: KeyPath, what: str) -> datetime | None:
     if not isinstance(value, str):
-        check.err(path, f"{what} must be a time like 2026-12-02T08:00:00Z, not {_kind(value)}")
+        check.err(path, f"{what} must be a time like 2026-12-02T08:00:00Z, not {kind_of(value)}")
         return None
     text = value.strip()
     try:
@@ -427,17 +332,3 @@ def _check_after(check: Checker, stages: list[Stage], raw: list[Any]) -> None:
             else:
                 color[node] = 2
                 trail.pop()
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, (int, float)):
-        return f"the number {value}"
-    return repr(value)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cockpit.campaign.loader import NAME_ID, Checker, register_section, register_validator
+from cockpit.campaign.checker import NAME_ID, Checker
+from cockpit.campaign.loader import register_section, register_validator
 from cockpit.campaign.model import (
     RULE_KINDS,
     RUN_KINDS,
