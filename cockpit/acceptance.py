@@ -1,7 +1,7 @@
 """Acceptance checks: the announced checks a run's result must pass (D15, D20, D23).
 
-This module owns the ``acceptance:`` list of a run in the campaign file (its schema and
-located validation), evaluating it against what the run left behind, and
+This module evaluates a run's ``acceptance:`` list (read and validated with the plan,
+by :mod:`cockpit.campaign.sections_runs`) against what the run left behind, and
 ``auto_accept`` which journals the verdict once per ended run, claimed under the
 journal lock so two cockpits never both record it. Also the shared readers the export
 needs: last metric values, prediction ids, the newest complete checkpoint.
@@ -27,81 +27,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cockpit.campaign.checker import Checker
-from cockpit.campaign.loader import register_validator
 from cockpit.campaign.model import Campaign, Run
+from cockpit.runs.checkpoint_verifier import reported_scanner
 from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.metric_tail import last_values
 from cockpit.runs.reload_check import VerifyReport, run_verify_command, verify_checkpoint
 from cockpit.runs.supervisor import report_path
 from cockpit.state import FAILED, RUNNING, STOPPED, SUCCEEDED, CampaignState, fold
 
-CHECK_KEYS = ("metric", "predictions", "checkpoint")
-PREDICTION_CHECKS = ("non_empty", "expected_ids")
 ENDED_RUN_STATES = (SUCCEEDED, FAILED, STOPPED)
 
 Verifier = Callable[..., VerifyReport]
-
-
-# ------------------------------------------------------------------ schema
-
-
-def check_acceptance(check: Checker, extras: Mapping[str, Any]) -> None:
-    """Validator: every acceptance entry is one known check, with located errors."""
-    runs: Mapping[str, Run] = extras.get("runs") or {}
-    for run_id, run in runs.items():
-        for i, entry in enumerate(run.acceptance):
-            where = ("runs", run_id, "acceptance", i)
-            _check_entry(check, run, entry, where)
-
-
-def _check_entry(check: Checker, run: Run, entry: Mapping[str, Any],
-                 where: tuple[Any, ...]) -> None:
-    kinds = [k for k in CHECK_KEYS if k in entry]
-    if len(kinds) != 1:
-        check.err(where, "an acceptance check names exactly one of "
-                         f"{', '.join(CHECK_KEYS)} (e.g. {{metric: val/accuracy, min: 0.8}})")
-        return
-    kind = kinds[0]
-    allowed = {"metric": ("metric", "min", "max"), "predictions": ("predictions",),
-               "checkpoint": ("checkpoint",)}[kind]
-    for key in entry:
-        if key not in allowed:
-            check.err(where + (key,), f"unknown key {key!r} in a {kind} acceptance check "
-                                      f"(allowed: {', '.join(allowed)})", key=True)
-    if kind == "metric":
-        if not isinstance(entry["metric"], str) or not entry["metric"].strip():
-            check.err(where + ("metric",), "metric must be a metric name like val/accuracy")
-        bounds = [k for k in ("min", "max") if k in entry]
-        if not bounds:
-            check.err(where, "a metric check needs min and/or max")
-        for key in bounds:
-            value = entry[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
-                check.err(where + (key,), f"{key} must be a finite number")
-        if all(isinstance(entry.get(k), (int, float)) for k in ("min", "max")) \
-                and entry["min"] > entry["max"]:
-            check.err(where, "min is above max: no value could pass")
-    elif kind == "predictions":
-        if entry["predictions"] not in PREDICTION_CHECKS:
-            check.err(where + ("predictions",),
-                      f"predictions check must be one of {', '.join(PREDICTION_CHECKS)}")
-        elif run.predictions is None:
-            check.err(where, f"run {run.id!r} checks its predictions but names no "
-                             "predictions file (predictions: PATH)")
-        elif entry["predictions"] == "expected_ids" and run.expected_ids is None:
-            check.err(where, f"run {run.id!r} checks expected ids but names no "
-                             "expected_ids file")
-    else:
-        if entry["checkpoint"] != "reloads":
-            check.err(where + ("checkpoint",), "checkpoint check must be: reloads")
-        elif run.checkpoints is None:
-            check.err(where, f"run {run.id!r} checks that its checkpoint reloads but names "
-                             "no checkpoints folder")
-
-
-register_validator(check_acceptance)
 
 
 # ------------------------------------------------------------------ readers
@@ -196,8 +132,6 @@ def newest_checkpoint(campaign: Campaign, run_id: str, *, ended: bool = True,
         return []
     # An ended run writes nothing more: no need to wait for files to settle. A running
     # one's reported checkpoints are complete at once; only unreported ones settle.
-    from cockpit.runs.checkpoint_verifier import reported_scanner  # the plan package imports us
-
     scanner = reported_scanner(campaign, run, settle_seconds=0.0 if ended else 2.0)
     assert scanner is not None  # run.checkpoints is set
     view = scanner.scan(time.time())

@@ -1,14 +1,14 @@
 """What closes the campaign: the conclusion (D1, D2) and the deadline guard (D19).
 
-This module owns three campaign-file sections and the pure functions over them:
+Pure functions over the plan's closing sections (read and validated by
+:mod:`cockpit.campaign.sections_close`) and the journal's state:
 
-- ``conclusion: {metric: val/accuracy, better: higher|lower, baseline: control,
-  margin: 0.02, variants: [..]}`` and ``conclude(...)``: from the ACCEPTED results,
-  which variants beat the baseline by the margin, said in words; a negative result
-  closes the question too (D2); an unaccepted baseline means it cannot be closed.
-- ``deadline: {export_hours: 2, retrieve_hours: 1}`` and ``on_deadline: warn |
-  stop-optional``, and ``deadline_check(...)``: a warning when the window left no
-  longer covers the export plus the retrieval of the results.
+- ``conclude(...)``: from the ACCEPTED results, which variants beat the baseline by the
+  margin (``conclusion: {metric, better, baseline, margin, variants}``), said in words;
+  a negative result closes the question too (D2); an unaccepted baseline means it
+  cannot be closed.
+- ``deadline_check(...)``: a warning when the window left no longer covers the export
+  plus the retrieval of the results (``deadline:``, ``on_deadline: warn | stop-optional``).
 """
 
 from __future__ import annotations
@@ -18,31 +18,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from cockpit.campaign.checker import NAME_ID, Checker
-from cockpit.campaign.loader import register_section, register_validator
-from cockpit.campaign.model import Campaign
-from cockpit.campaign.yamlread import KeyPath
+from cockpit.campaign.model import Campaign, ConclusionSpec, DeadlineSpec
 from cockpit.state import STOPPED, CampaignState
 from cockpit.units import format_duration
-
-CONCLUSION_KEYS = ("metric", "better", "baseline", "margin", "variants")
-DEADLINE_KEYS = ("export_hours", "retrieve_hours")
-ON_DEADLINE = ("warn", "stop-optional")
-
-
-@dataclass(frozen=True)
-class ConclusionSpec:
-    metric: str
-    baseline: str
-    better: str = "higher"
-    margin: float = 0.0
-    variants: tuple[str, ...] = ()  # empty: every other run
-
-
-@dataclass(frozen=True)
-class DeadlineSpec:
-    export_s: float = 2 * 3600.0
-    retrieve_s: float = 1 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -73,97 +51,17 @@ class Conclusion:
                 "comparisons": [c.__dict__ for c in self.comparisons]}
 
 
-# ------------------------------------------------------------------ sections
-
-
-def read_conclusion(check: Checker, value: Any, path: KeyPath, stages: list[Any]
-                    ) -> ConclusionSpec | None:
-    if value is None:
-        return None
-    entry = check.mapping(value, path, CONCLUSION_KEYS, ("metric", "baseline"),
-                          what="conclusion")
-    if entry is None:
-        return None
-    metric = check.string(entry.get("metric"), path + ("metric",), "metric") \
-        if "metric" in entry else None
-    baseline = check.string(entry.get("baseline"), path + ("baseline",), "baseline run",
-                            NAME_ID) if "baseline" in entry else None
-    better = entry.get("better", "higher")
-    if better not in ("higher", "lower"):
-        check.err(path + ("better",), "better must be higher or lower")
-        better = "higher"
-    margin = entry.get("margin", 0)
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or margin < 0 \
-            or margin != margin or margin == float("inf"):
-        check.err(path + ("margin",), "margin must be a finite number >= 0")
-        margin = 0
-    variants = tuple(check.str_list(entry.get("variants", []), path + ("variants",),
-                                    "variants"))
-    if metric is None or baseline is None:
-        return None
-    return ConclusionSpec(metric, baseline, better, float(margin), variants)
-
-
-def check_conclusion(check: Checker, extras: dict[str, Any]) -> None:
-    spec: ConclusionSpec | None = extras.get("conclusion")
-    if spec is None:
-        return
-    runs = extras.get("runs") or {}
-    if spec.baseline not in runs:
-        known = ", ".join(sorted(runs)) or "none"
-        check.err(("conclusion", "baseline"),
-                  f"baseline {spec.baseline!r} is not a run (runs: {known})")
-    for i, name in enumerate(spec.variants):
-        if name not in runs:
-            check.err(("conclusion", "variants", i), f"variant {name!r} is not a run")
-        elif name == spec.baseline:
-            check.err(("conclusion", "variants", i), "the baseline is not its own variant")
-
-
-def read_deadline(check: Checker, value: Any, path: KeyPath, stages: list[Any]) -> DeadlineSpec:
-    if value is None:
-        return DeadlineSpec()
-    entry = check.mapping(value, path, DEADLINE_KEYS, what="deadline")
-    if entry is None:
-        return DeadlineSpec()
-    values: dict[str, float] = {}
-    for key, attr in (("export_hours", "export_s"), ("retrieve_hours", "retrieve_s")):
-        if key in entry:
-            raw = entry[key]
-            if raw == 0 and not isinstance(raw, bool):
-                values[attr] = 0.0
-                continue
-            seconds = check.duration(raw, path + (key,), key)
-            if seconds is not None:
-                values[attr] = seconds
-    return DeadlineSpec(**values)
-
-
-def read_on_deadline(check: Checker, value: Any, path: KeyPath, stages: list[Any]) -> str:
-    if value is None:
-        return "warn"
-    if value not in ON_DEADLINE:
-        check.err(path, f"on_deadline must be one of {', '.join(ON_DEADLINE)}")
-        return "warn"
-    return str(value)
-
-
-register_section("conclusion", read_conclusion)
-register_section("deadline", read_deadline)
-register_section("on_deadline", read_on_deadline)
-register_validator(check_conclusion)
-
-
+# Kept for their callers (engine, export, close commands): the model's fields, by name.
 def conclusion_spec(campaign: Campaign) -> ConclusionSpec | None:
-    return campaign.extras.get("conclusion")  # type: ignore[return-value]
+    return campaign.conclusion
 
 
 def deadline_spec(campaign: Campaign) -> DeadlineSpec:
-    return campaign.extras.get("deadline") or DeadlineSpec()  # type: ignore[return-value]
+    return campaign.deadline
 
 
 def on_deadline(campaign: Campaign) -> str:
-    return str(campaign.extras.get("on_deadline") or "warn")
+    return campaign.on_deadline
 
 
 # ------------------------------------------------------------------ conclusion

@@ -4,7 +4,8 @@ finished, decision needed, deadline near, export done, GPU lost).
 Hooks run detached (own session), with the event as JSON on stdin and in
 ``$COCKPIT_EVENT``, under a time limit; a failure is journaled as a warning and
 never fatal. Each hook runs once per event, whichever cockpit sees it first: the
-run is claimed in the journal (``hook_started`` with the event's seq).
+run is claimed in the journal (``hook_started`` with the event's seq). The campaign
+file's ``hooks:`` section is read by :mod:`cockpit.campaign.sections_guards`.
 """
 
 from __future__ import annotations
@@ -19,17 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HOOK_EVENTS = ("rule_fired", "stage_finished", "decision_needed", "deadline_near",
-               "export_done", "gpu_lost")
-HOOK_KEYS = ("command", "shell", "timeout")
-
-
-@dataclass(frozen=True)
-class Hook:
-    event: str
-    command: tuple[str, ...] | str
-    shell: bool = False
-    timeout_s: float = 30.0
+from cockpit.campaign.model import Hook
 
 
 def hook_event_name(event: Mapping[str, Any], decision_points: set[str]) -> str | None:
@@ -102,31 +93,3 @@ class HookRunner:
                 failures.append(f"hook {item.hook.event} for event #{item.seq} exited {code}")
         self.running = still
         return failures
-
-
-def read_hooks(check: Any, value: Any, path: tuple[Any, ...], stages: Any) -> dict[str, Hook]:
-    """The campaign file's ``hooks:`` section: event -> argv list or {command, shell, timeout}."""
-    if value is None:
-        return {}
-    entry = check.mapping(value, path, HOOK_EVENTS, what="hooks")
-    if entry is None:
-        return {}
-    hooks: dict[str, Hook] = {}
-    for name, raw in entry.items():
-        where = path + (name,)
-        spec = {"command": raw} if isinstance(raw, (list, str)) else raw
-        spec = check.mapping(spec, where, HOOK_KEYS, ("command",), what="hook")
-        if spec is None:
-            continue
-        shell = check.boolean(spec.get("shell", False), where + ("shell",), "shell")
-        command = spec.get("command")
-        timeout = 30.0
-        if "timeout" in spec:
-            timeout = check.duration(spec["timeout"], where + ("timeout",), "timeout") or 30.0
-        if isinstance(command, str) and shell:
-            hooks[name] = Hook(name, command, True, timeout)
-        elif isinstance(command, list) and command and all(isinstance(a, str) for a in command):
-            hooks[name] = Hook(name, tuple(command), False, timeout)
-        else:
-            check.err(where, "hook command must be a list of words (a text only with shell: true)")
-    return hooks

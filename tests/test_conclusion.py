@@ -45,7 +45,7 @@ def test_conclusion_flips_when_one_metric_changes(judged):
 
 def test_lower_is_better(judged):
     campaign, state = judged
-    spec = campaign.extras["conclusion"]
+    spec = campaign.conclusion
     object.__setattr__(spec, "better", "lower")
     try:
         assert conclude(campaign, state, {"control": 0.5, "variant-a": 0.4}).winners == (

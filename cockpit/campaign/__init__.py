@@ -1,10 +1,16 @@
-"""The campaign plan: frozen model, offer catalog, and the located YAML loader."""
+"""The campaign plan: frozen model, offer catalog, and the located YAML loader.
 
-from cockpit.campaign import sections as _sections  # noqa: F401  (registers sections)
+Imports nothing outside the plan package but :mod:`cockpit.units` and
+:mod:`cockpit.errors`: run code depends on the plan, never the other way round.
+"""
+
 from cockpit.campaign.catalog import BUILTIN_OFFERS
 from cockpit.campaign.loader import load_campaign
 from cockpit.campaign.model import (
     Campaign,
+    ConclusionSpec,
+    DeadlineSpec,
+    Hook,
     Offer,
     Package,
     Resource,
@@ -17,6 +23,9 @@ from cockpit.campaign.model import (
 __all__ = [
     "BUILTIN_OFFERS",
     "Campaign",
+    "ConclusionSpec",
+    "DeadlineSpec",
+    "Hook",
     "Offer",
     "Package",
     "Resource",
@@ -26,7 +35,3 @@ __all__ = [
     "StopRule",
     "load_campaign",
 ]
-
-# The closing sections (acceptance checks, conclusion, deadline) register themselves too.
-from cockpit import acceptance as _acceptance  # noqa: E402, F401
-from cockpit import conclusion as _conclusion  # noqa: E402, F401

@@ -17,13 +17,28 @@ from typing import Any
 from cockpit.campaign.catalog import BUILTIN_OFFERS
 from cockpit.campaign.checker import NAME_ID, Checker, kind_of
 from cockpit.campaign.model import CATEGORIES, Campaign, Offer, Package, Resource, Stage
+from cockpit.campaign.sections_close import (
+    check_conclusion,
+    read_conclusion,
+    read_deadline,
+    read_on_deadline,
+)
+from cockpit.campaign.sections_guards import (
+    check_rule_runs,
+    read_hooks,
+    read_settings,
+    read_stop_rules,
+)
+from cockpit.campaign.sections_runs import check_acceptance, read_runs
 from cockpit.campaign.yamlread import KeyPath, parse_yaml, read_text
 from cockpit.units import Money
 
 CAMPAIGN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 ROLES = ("control", "data_check", "resume_check", "pilot", "export", "retrieval")
 
-TOP_KEYS = ("campaign", "question", "package", "offers", "stages")
+# The sections beyond the package and stages, each read by its own module.
+SECTION_KEYS = ("runs", "hooks", "stop_rules", "settings", "conclusion", "deadline", "on_deadline")
+TOP_KEYS = ("campaign", "question", "package", "offers", "stages") + SECTION_KEYS
 PACKAGE_KEYS = ("offer", "count", "start", "order_ref")
 OFFER_KEYS = ("id", "gpu", "gpus", "days", "price", "currency")
 STAGE_KEYS = (
@@ -38,7 +53,7 @@ def load_campaign(path: str | Path) -> Campaign:
     text = read_text(path)
     loc = parse_yaml(text, str(path))
     check = Checker(loc)
-    data = check.mapping(loc.data, (), _all_top_keys(), ("campaign", "package", "stages"),
+    data = check.mapping(loc.data, (), TOP_KEYS, ("campaign", "package", "stages"),
                          what="campaign file (top level)")
     check.raise_if_any()
     assert data is not None
@@ -53,12 +68,18 @@ def load_campaign(path: str | Path) -> Campaign:
     package = _package(check, data.get("package"), offers)
     stages = _stages(check, data.get("stages"), package, path.parent.resolve())
 
-    extras: dict[str, Any] = {}
-    for section, reader in _SECTIONS.items():
-        # Called for absent sections too (value None): each reader supplies its defaults.
-        extras[section] = reader(check, data.get(section), (section,), stages)
-    for validator in _VALIDATORS:
-        validator(check, extras)
+    # Each reader is called for an absent section too (value None): it supplies the defaults.
+    runs = read_runs(check, data.get("runs"), ("runs",), stages)
+    hooks = read_hooks(check, data.get("hooks"), ("hooks",))
+    stop_rules = read_stop_rules(check, data.get("stop_rules"), ("stop_rules",))
+    settings = read_settings(check, data.get("settings"), ("settings",))
+    conclusion = read_conclusion(check, data.get("conclusion"), ("conclusion",))
+    deadline = read_deadline(check, data.get("deadline"), ("deadline",))
+    on_deadline = read_on_deadline(check, data.get("on_deadline"), ("on_deadline",))
+    # Checks across sections, once every section is read.
+    check_rule_runs(check, stop_rules, runs)
+    check_acceptance(check, runs)
+    check_conclusion(check, conclusion, runs)
     check.raise_if_any()
     assert campaign_id is not None and package is not None
     return Campaign(
@@ -69,27 +90,14 @@ def load_campaign(path: str | Path) -> Campaign:
         stages=tuple(stages),
         path=path.resolve(),
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        extras=extras,
+        runs=runs,
+        stop_rules=stop_rules,
+        settings=settings,
+        hooks=hooks,
+        conclusion=conclusion,
+        deadline=deadline,
+        on_deadline=on_deadline,
     )
-
-
-# Later sections (runs, stop rules, ...) register a reader here so the loader knows
-# every key: reader(check, value, path, stages) -> parsed value stored in Campaign.extras.
-_SECTIONS: dict[str, Any] = {}
-# Cross-section checks: validator(check, extras) once every section is read.
-_VALIDATORS: list[Any] = []
-
-
-def register_section(name: str, reader: Any) -> None:
-    _SECTIONS[name] = reader
-
-
-def register_validator(validator: Any) -> None:
-    _VALIDATORS.append(validator)
-
-
-def _all_top_keys() -> tuple[str, ...]:
-    return TOP_KEYS + tuple(_SECTIONS)
 
 
 def _offers(check: Checker, value: Any) -> dict[str, Offer]:

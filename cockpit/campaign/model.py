@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from cockpit.units import Money
 
@@ -93,58 +93,6 @@ class Stage:
         return ",".join(str(r) for r in self.resources)
 
 
-@dataclass(frozen=True)
-class Campaign:
-    """A loaded, validated campaign file."""
-
-    id: str
-    question: str
-    package: Package
-    offers: dict[str, Offer]
-    stages: tuple[Stage, ...]
-    path: Path
-    sha256: str
-    extras: dict[str, object] = field(default_factory=dict)
-
-    @property
-    def folder(self) -> Path:
-        return self.path.parent
-
-    @property
-    def state_dir(self) -> Path:
-        """Everything the cockpit writes lives here, beside the campaign file."""
-        return self.folder / ".cockpit"
-
-    def stage(self, stage_id: str) -> Stage:
-        for stage in self.stages:
-            if stage.id == stage_id:
-                return stage
-        raise KeyError(stage_id)
-
-    @property
-    def runs(self) -> dict[str, Run]:
-        return self.extras.get("runs", {})  # type: ignore[return-value]
-
-    @property
-    def stop_rules(self) -> tuple[StopRule, ...]:
-        return self.extras.get("stop_rules", ())  # type: ignore[return-value]
-
-    @property
-    def settings(self) -> Settings:
-        return self.extras.get("settings") or Settings()  # type: ignore[return-value]
-
-    @property
-    def hooks(self) -> dict[str, Any]:
-        return self.extras.get("hooks") or {}  # type: ignore[return-value]
-
-    def resolve(self, path: Path) -> Path:
-        """Relative paths in a campaign file are relative to its folder."""
-        return path if path.is_absolute() else self.folder / path
-
-    def stage_of_run(self, run_id: str) -> Stage | None:
-        return next((s for s in self.stages if s.run == run_id), None)
-
-
 RUN_KINDS = ("train", "inference", "adapter")
 RULE_KINDS = ("non_finite", "threshold", "truncation", "restart")
 
@@ -220,3 +168,83 @@ class Settings:
     verify_timeout_s: float = 300.0
     verify_every_s: float = 600.0
     deadline_warn_s: float = 12 * 3600.0
+
+
+HOOK_EVENTS = ("rule_fired", "stage_finished", "decision_needed", "deadline_near",
+               "export_done", "gpu_lost")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A person's command run when ``event`` happens (one of HOOK_EVENTS)."""
+
+    event: str
+    command: tuple[str, ...] | str
+    shell: bool = False
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class ConclusionSpec:
+    """How the question is answered (D1, D2): variants against the baseline on a metric."""
+
+    metric: str
+    baseline: str
+    better: str = "higher"
+    margin: float = 0.0
+    variants: tuple[str, ...] = ()  # empty: every other run
+
+
+ON_DEADLINE = ("warn", "stop-optional")
+
+
+@dataclass(frozen=True)
+class DeadlineSpec:
+    """What must still fit in the window at its end (D19): export, then retrieval."""
+
+    export_s: float = 2 * 3600.0
+    retrieve_s: float = 1 * 3600.0
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A loaded, validated campaign file."""
+
+    id: str
+    question: str
+    package: Package
+    offers: dict[str, Offer]
+    stages: tuple[Stage, ...]
+    path: Path
+    sha256: str
+    runs: Mapping[str, Run] = field(default_factory=dict)
+    stop_rules: tuple[StopRule, ...] = ()
+    settings: Settings = field(default_factory=Settings)
+    hooks: Mapping[str, Hook] = field(default_factory=dict)
+    conclusion: ConclusionSpec | None = None
+    deadline: DeadlineSpec = field(default_factory=DeadlineSpec)
+    on_deadline: str = "warn"  # one of ON_DEADLINE
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    @property
+    def state_dir(self) -> Path:
+        """Everything the cockpit writes lives here, beside the campaign file."""
+        return self.folder / ".cockpit"
+
+    def stage(self, stage_id: str) -> Stage:
+        for stage in self.stages:
+            if stage.id == stage_id:
+                return stage
+        raise KeyError(stage_id)
+
+    def resolve(self, path: Path) -> Path:
+        """Relative paths in a campaign file are relative to its folder."""
+        return path if path.is_absolute() else self.folder / path
+
+    def stage_of_run(self, run_id: str) -> Stage | None:
+        return next((s for s in self.stages if s.run == run_id), None)
+
+

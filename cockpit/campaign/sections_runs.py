@@ -1,39 +1,26 @@
-"""Readers for the campaign file's sections beyond the package and stages:
-``runs``, ``stop_rules`` and ``settings``. Each registers with the loader so the
-unknown-key check knows every key.
-"""
+"""The campaign file's ``runs:`` section: what each run reads, writes and needs to resume
+(D15, D16, D17), and its announced acceptance checks (D15, D20, D23)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.checker import NAME_ID, Checker
-from cockpit.campaign.loader import register_section, register_validator
-from cockpit.campaign.model import (
-    RULE_KINDS,
-    RUN_KINDS,
-    ResumeCheck,
-    Run,
-    Settings,
-    Stage,
-    StopRule,
-)
+from cockpit.campaign.model import RUN_KINDS, ResumeCheck, Run, Stage
 from cockpit.campaign.yamlread import KeyPath
-from cockpit.hooks import read_hooks
 
 RUN_KEYS = (
     "metrics", "checkpoints", "pattern", "predictions", "outputs", "params", "kind",
     "base_model", "base_revision", "result", "tolerable_loss", "verify_command",
     "resume_check", "allow_unsafe_pickle", "expected_ids", "acceptance",
 )
-RULE_KEYS = ("id", "kind", "metric", "min", "max", "after_step", "max_age", "action", "runs")
-SETTING_KEYS = (
-    "stop_grace", "idle_util_pct", "idle_grace", "disk_warn_gb", "tolerable_loss",
-    "mean_time_between_interruptions", "transfer_rate_mb_s", "verify_within", "verify_timeout",
-    "verify_every", "deadline_warn",
-)
 RESUME_KEYS = ("command", "steps", "metric", "tolerance")
+CHECK_KEYS = ("metric", "predictions", "checkpoint")
+PREDICTION_CHECKS = ("non_empty", "expected_ids")
+
 
 def _path(check: Checker, value: Any, where: KeyPath, what: str) -> Path | None:
     text = check.string(value, where, what)
@@ -48,6 +35,7 @@ def _argv(check: Checker, value: Any, where: KeyPath, what: str) -> tuple[str, .
 
 
 def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) -> dict[str, Run]:
+    """Every run, by id; a stage naming an undescribed run gets a run with the defaults."""
     runs: dict[str, Run] = {}
     if value is None:
         value = {}
@@ -141,107 +129,55 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
     return runs
 
 
-def read_stop_rules(check: Checker, value: Any, path: KeyPath,
-                    stages: list[Stage]) -> tuple[StopRule, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        check.err(path, "stop_rules must be a list of rules")
-        return ()
-    rules: list[StopRule] = []
-    seen: set[str] = set()
-    for i, raw in enumerate(value):
-        where = path + (i,)
-        entry = check.mapping(raw, where, RULE_KEYS, ("id", "kind"), what="stop rule")
-        if entry is None:
-            continue
-        rule_id = check.string(entry.get("id"), where + ("id",), "rule id", NAME_ID)
-        kind = entry.get("kind")
-        if kind not in RULE_KINDS:
-            check.err(where + ("kind",), f"rule kind must be one of {', '.join(RULE_KINDS)}")
-            continue
-        if rule_id is None:
-            continue
-        if rule_id in seen:
-            check.err(where + ("id",), f"duplicate rule id {rule_id!r}")
-            continue
-        seen.add(rule_id)
-        metric = entry.get("metric")
-        if kind in ("non_finite", "threshold", "truncation") and not isinstance(metric, str):
-            check.err(where, f"a {kind} rule needs metric")
-        bounds: dict[str, float | None] = {}
-        for key in ("min", "max"):
-            raw_bound = entry.get(key)
-            if raw_bound is not None and (isinstance(raw_bound, bool)
-                                          or not isinstance(raw_bound, (int, float))):
-                check.err(where + (key,), f"{key} must be a number")
-                raw_bound = None
-            bounds[key] = None if raw_bound is None else float(raw_bound)
-        if kind == "threshold" and bounds["min"] is None and bounds["max"] is None:
-            check.err(where, "a threshold rule needs min and/or max")
-        if kind == "truncation" and bounds["max"] is None:
-            bounds["max"] = 0.0
-        max_age = None
-        if kind == "restart":
-            if "max_age" not in entry:
-                check.err(where, "a restart rule needs max_age (e.g. 45m)")
-            else:
-                max_age = check.duration(entry["max_age"], where + ("max_age",), "max_age")
-        after_step = entry.get("after_step", 0)
-        if isinstance(after_step, bool) or not isinstance(after_step, int) or after_step < 0:
-            check.err(where + ("after_step",), "after_step must be a whole number >= 0")
-            after_step = 0
-        action = entry.get("action", "stop")
-        if action not in ("stop", "warn"):
-            check.err(where + ("action",), "action must be stop or warn")
-            action = "stop"
-        runs = tuple(check.str_list(entry.get("runs", []), where + ("runs",), "runs"))
-        rules.append(StopRule(rule_id, kind, metric if isinstance(metric, str) else None,
-                              bounds["min"], bounds["max"], after_step, max_age, action, runs))
-    return tuple(rules)
+def check_acceptance(check: Checker, runs: Mapping[str, Run]) -> None:
+    """Every acceptance entry is one known check, with located errors."""
+    for run_id, run in runs.items():
+        for i, entry in enumerate(run.acceptance):
+            where = ("runs", run_id, "acceptance", i)
+            _check_entry(check, run, entry, where)
 
 
-def read_settings(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) -> Settings:
-    if value is None:
-        return Settings()
-    entry = check.mapping(value, path, SETTING_KEYS, what="settings")
-    if entry is None:
-        return Settings()
-    values: dict[str, Any] = {}
-    durations = {
-        "stop_grace": "stop_grace_s", "idle_grace": "idle_grace_s",
-        "tolerable_loss": "tolerable_loss_s", "mean_time_between_interruptions": "mtbi_s",
-        "verify_within": "verify_within_s", "verify_timeout": "verify_timeout_s",
-        "verify_every": "verify_every_s",
-        "deadline_warn": "deadline_warn_s",
-    }
-    for key, attr in durations.items():
-        if key in entry:
-            seconds = check.duration(entry[key], path + (key,), key)
-            if seconds is not None:
-                values[attr] = seconds
-    for key, attr, scale in (("idle_util_pct", "idle_util_pct", 1.0),
-                             ("disk_warn_gb", "disk_warn_bytes", 2**30),
-                             ("transfer_rate_mb_s", "transfer_rate_bytes_s", 2**20)):
-        if key in entry:
-            number = check.positive(entry[key], path + (key,), key)
-            if number is not None:
-                values[attr] = int(number * scale) if attr == "disk_warn_bytes" \
-                    else number * scale
-    return Settings(**values)
-
-
-def check_rule_runs(check: Checker, extras: dict[str, Any]) -> None:
-    """A rule's ``runs:`` must name runs the campaign has."""
-    runs = extras.get("runs", {})
-    for i, rule in enumerate(extras.get("stop_rules", ())):
-        for name in rule.runs:
-            if name not in runs:
-                check.err(("stop_rules", i, "runs"), f"rule {rule.id!r} names no run: {name!r}")
-
-
-register_section("runs", read_runs)
-register_section("hooks", read_hooks)
-register_section("stop_rules", read_stop_rules)
-register_section("settings", read_settings)
-register_validator(check_rule_runs)
+def _check_entry(check: Checker, run: Run, entry: Mapping[str, Any],
+                 where: tuple[Any, ...]) -> None:
+    kinds = [k for k in CHECK_KEYS if k in entry]
+    if len(kinds) != 1:
+        check.err(where, "an acceptance check names exactly one of "
+                         f"{', '.join(CHECK_KEYS)} (e.g. {{metric: val/accuracy, min: 0.8}})")
+        return
+    kind = kinds[0]
+    allowed = {"metric": ("metric", "min", "max"), "predictions": ("predictions",),
+               "checkpoint": ("checkpoint",)}[kind]
+    for key in entry:
+        if key not in allowed:
+            check.err(where + (key,), f"unknown key {key!r} in a {kind} acceptance check "
+                                      f"(allowed: {', '.join(allowed)})", key=True)
+    if kind == "metric":
+        if not isinstance(entry["metric"], str) or not entry["metric"].strip():
+            check.err(where + ("metric",), "metric must be a metric name like val/accuracy")
+        bounds = [k for k in ("min", "max") if k in entry]
+        if not bounds:
+            check.err(where, "a metric check needs min and/or max")
+        for key in bounds:
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                check.err(where + (key,), f"{key} must be a finite number")
+        if all(isinstance(entry.get(k), (int, float)) for k in ("min", "max")) \
+                and entry["min"] > entry["max"]:
+            check.err(where, "min is above max: no value could pass")
+    elif kind == "predictions":
+        if entry["predictions"] not in PREDICTION_CHECKS:
+            check.err(where + ("predictions",),
+                      f"predictions check must be one of {', '.join(PREDICTION_CHECKS)}")
+        elif run.predictions is None:
+            check.err(where, f"run {run.id!r} checks its predictions but names no "
+                             "predictions file (predictions: PATH)")
+        elif entry["predictions"] == "expected_ids" and run.expected_ids is None:
+            check.err(where, f"run {run.id!r} checks expected ids but names no "
+                             "expected_ids file")
+    else:
+        if entry["checkpoint"] != "reloads":
+            check.err(where + ("checkpoint",), "checkpoint check must be: reloads")
+        elif run.checkpoints is None:
+            check.err(where, f"run {run.id!r} checks that its checkpoint reloads but names "
+                             "no checkpoints folder")

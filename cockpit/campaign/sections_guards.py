@@ -1,0 +1,145 @@
+"""The campaign file's sections for what the cockpit does on its own: ``stop_rules:``
+(D14), ``settings:`` and ``hooks:`` (a person's command run when something happens)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cockpit.campaign.checker import NAME_ID, Checker
+from cockpit.campaign.model import HOOK_EVENTS, RULE_KINDS, Hook, Run, Settings, StopRule
+from cockpit.campaign.yamlread import KeyPath
+
+RULE_KEYS = ("id", "kind", "metric", "min", "max", "after_step", "max_age", "action", "runs")
+SETTING_KEYS = (
+    "stop_grace", "idle_util_pct", "idle_grace", "disk_warn_gb", "tolerable_loss",
+    "mean_time_between_interruptions", "transfer_rate_mb_s", "verify_within", "verify_timeout",
+    "verify_every", "deadline_warn",
+)
+HOOK_KEYS = ("command", "shell", "timeout")
+
+
+def read_stop_rules(check: Checker, value: Any, path: KeyPath) -> tuple[StopRule, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        check.err(path, "stop_rules must be a list of rules")
+        return ()
+    rules: list[StopRule] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(value):
+        where = path + (i,)
+        entry = check.mapping(raw, where, RULE_KEYS, ("id", "kind"), what="stop rule")
+        if entry is None:
+            continue
+        rule_id = check.string(entry.get("id"), where + ("id",), "rule id", NAME_ID)
+        kind = entry.get("kind")
+        if kind not in RULE_KINDS:
+            check.err(where + ("kind",), f"rule kind must be one of {', '.join(RULE_KINDS)}")
+            continue
+        if rule_id is None:
+            continue
+        if rule_id in seen:
+            check.err(where + ("id",), f"duplicate rule id {rule_id!r}")
+            continue
+        seen.add(rule_id)
+        metric = entry.get("metric")
+        if kind in ("non_finite", "threshold", "truncation") and not isinstance(metric, str):
+            check.err(where, f"a {kind} rule needs metric")
+        bounds: dict[str, float | None] = {}
+        for key in ("min", "max"):
+            raw_bound = entry.get(key)
+            if raw_bound is not None and (isinstance(raw_bound, bool)
+                                          or not isinstance(raw_bound, (int, float))):
+                check.err(where + (key,), f"{key} must be a number")
+                raw_bound = None
+            bounds[key] = None if raw_bound is None else float(raw_bound)
+        if kind == "threshold" and bounds["min"] is None and bounds["max"] is None:
+            check.err(where, "a threshold rule needs min and/or max")
+        if kind == "truncation" and bounds["max"] is None:
+            bounds["max"] = 0.0
+        max_age = None
+        if kind == "restart":
+            if "max_age" not in entry:
+                check.err(where, "a restart rule needs max_age (e.g. 45m)")
+            else:
+                max_age = check.duration(entry["max_age"], where + ("max_age",), "max_age")
+        after_step = entry.get("after_step", 0)
+        if isinstance(after_step, bool) or not isinstance(after_step, int) or after_step < 0:
+            check.err(where + ("after_step",), "after_step must be a whole number >= 0")
+            after_step = 0
+        action = entry.get("action", "stop")
+        if action not in ("stop", "warn"):
+            check.err(where + ("action",), "action must be stop or warn")
+            action = "stop"
+        runs = tuple(check.str_list(entry.get("runs", []), where + ("runs",), "runs"))
+        rules.append(StopRule(rule_id, kind, metric if isinstance(metric, str) else None,
+                              bounds["min"], bounds["max"], after_step, max_age, action, runs))
+    return tuple(rules)
+
+
+def read_settings(check: Checker, value: Any, path: KeyPath) -> Settings:
+    if value is None:
+        return Settings()
+    entry = check.mapping(value, path, SETTING_KEYS, what="settings")
+    if entry is None:
+        return Settings()
+    values: dict[str, Any] = {}
+    durations = {
+        "stop_grace": "stop_grace_s", "idle_grace": "idle_grace_s",
+        "tolerable_loss": "tolerable_loss_s", "mean_time_between_interruptions": "mtbi_s",
+        "verify_within": "verify_within_s", "verify_timeout": "verify_timeout_s",
+        "verify_every": "verify_every_s",
+        "deadline_warn": "deadline_warn_s",
+    }
+    for key, attr in durations.items():
+        if key in entry:
+            seconds = check.duration(entry[key], path + (key,), key)
+            if seconds is not None:
+                values[attr] = seconds
+    for key, attr, scale in (("idle_util_pct", "idle_util_pct", 1.0),
+                             ("disk_warn_gb", "disk_warn_bytes", 2**30),
+                             ("transfer_rate_mb_s", "transfer_rate_bytes_s", 2**20)):
+        if key in entry:
+            number = check.positive(entry[key], path + (key,), key)
+            if number is not None:
+                values[attr] = int(number * scale) if attr == "disk_warn_bytes" \
+                    else number * scale
+    return Settings(**values)
+
+
+def read_hooks(check: Checker, value: Any, path: KeyPath) -> dict[str, Hook]:
+    """The campaign file's ``hooks:`` section: event -> argv list or {command, shell, timeout}."""
+    if value is None:
+        return {}
+    entry = check.mapping(value, path, HOOK_EVENTS, what="hooks")
+    if entry is None:
+        return {}
+    hooks: dict[str, Hook] = {}
+    for name, raw in entry.items():
+        where = path + (name,)
+        spec = {"command": raw} if isinstance(raw, (list, str)) else raw
+        spec = check.mapping(spec, where, HOOK_KEYS, ("command",), what="hook")
+        if spec is None:
+            continue
+        shell = check.boolean(spec.get("shell", False), where + ("shell",), "shell")
+        command = spec.get("command")
+        timeout = 30.0
+        if "timeout" in spec:
+            timeout = check.duration(spec["timeout"], where + ("timeout",), "timeout") or 30.0
+        if isinstance(command, str) and shell:
+            hooks[name] = Hook(name, command, True, timeout)
+        elif isinstance(command, list) and command and all(isinstance(a, str) for a in command):
+            hooks[name] = Hook(name, tuple(command), False, timeout)
+        else:
+            check.err(where, "hook command must be a list of words (a text only with shell: true)")
+    return hooks
+
+
+def check_rule_runs(check: Checker, rules: tuple[StopRule, ...],
+                    runs: Mapping[str, Run]) -> None:
+    """A rule's ``runs:`` must name runs the campaign has."""
+    for i, rule in enumerate(rules):
+        for name in rule.runs:
+            if name not in runs:
+                check.err(("stop_rules", i, "runs"), f"rule {rule.id!r} names no run: {name!r}")
