@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cockpit.campaign.model import Campaign, Run
+from cockpit.campaign.model import Campaign, MetricCheck, PredictionsCheck, Run
 from cockpit.runs.checkpoint_verifier import reported_scanner
 from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.metric_tail import last_values
@@ -175,30 +175,28 @@ def evaluate_acceptance(campaign: Campaign, state: CampaignState, run_id: str, *
     ok = True
     metrics: dict[str, float] | None = None
     for entry in spec.acceptance:
-        if "metric" in entry:
+        if isinstance(entry, MetricCheck):
             if metrics is None:
                 metrics = last_metrics(campaign, state, run_id, names=[
-                    str(e["metric"]) for e in spec.acceptance if "metric" in e])
+                    e.metric for e in spec.acceptance if isinstance(e, MetricCheck)])
             passed, why = _metric_check(entry, metrics)
-        elif "predictions" in entry:
-            passed, why = _predictions_check(campaign, spec, str(entry["predictions"]))
-        elif "checkpoint" in entry:
-            passed, why = _checkpoint_check(campaign, spec, verifier)
+        elif isinstance(entry, PredictionsCheck):
+            passed, why = _predictions_check(campaign, spec, entry.what)
         else:
-            passed, why = False, f"unknown acceptance check {dict(entry)!r}"
+            passed, why = _checkpoint_check(campaign, spec, verifier)
         ok = ok and passed
         reasons.append(why)
     return ok, reasons
 
 
-def _metric_check(entry: Mapping[str, Any], metrics: Mapping[str, float]) -> tuple[bool, str]:
-    name = str(entry["metric"])
+def _metric_check(entry: MetricCheck, metrics: Mapping[str, float]) -> tuple[bool, str]:
+    name = entry.metric
     value = metrics.get(name)
     if value is None:
         return False, f"{name} was never reported"
     if not math.isfinite(value):
         return False, f"{name} is {value} (not finite)"
-    low, high = entry.get("min"), entry.get("max")
+    low, high = entry.min, entry.max
     if low is not None and value < low:
         return False, f"{name} {value:g} is below the minimum {low:g}"
     if high is not None and value > high:

@@ -29,7 +29,7 @@ from cockpit.campaign.sections_guards import (
     read_settings,
     read_stop_rules,
 )
-from cockpit.campaign.sections_runs import check_acceptance, read_runs
+from cockpit.campaign.sections_runs import read_runs
 from cockpit.campaign.yamlread import KeyPath, parse_yaml, read_text
 from cockpit.units import Money
 
@@ -78,7 +78,6 @@ def load_campaign(path: str | Path) -> Campaign:
     on_deadline = read_on_deadline(check, data.get("on_deadline"), ("on_deadline",))
     # Checks across sections, once every section is read.
     check_rule_runs(check, stop_rules, runs)
-    check_acceptance(check, runs)
     check_conclusion(check, conclusion, runs)
     check.raise_if_any()
     assert campaign_id is not None and package is not None

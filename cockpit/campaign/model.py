@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Literal, TypeAlias
 
 from cockpit.units import Money
 
@@ -108,6 +109,31 @@ class ResumeCheck:
 
 
 @dataclass(frozen=True)
+class MetricCheck:
+    """Acceptance: the run's last reported ``metric`` is within [min, max]."""
+
+    metric: str
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass(frozen=True)
+class PredictionsCheck:
+    """Acceptance: the predictions file has records, or exactly the expected ids (D23)."""
+
+    what: Literal["non_empty", "expected_ids"]
+
+
+@dataclass(frozen=True)
+class CheckpointCheck:
+    """Acceptance: the newest complete checkpoint reloads in a fresh process (D15)."""
+
+
+# One announced check of a run's ``acceptance:`` list (D15, D20).
+AcceptanceCheck: TypeAlias = MetricCheck | PredictionsCheck | CheckpointCheck
+
+
+@dataclass(frozen=True)
 class Run:
     """One configuration's run: what it reads, writes and needs to resume (D15, D16)."""
 
@@ -128,7 +154,7 @@ class Run:
     resume_check: ResumeCheck | None = None
     allow_unsafe_pickle: bool = False
     expected_ids: Path | None = None
-    acceptance: tuple[dict[str, object], ...] = ()
+    acceptance: tuple[AcceptanceCheck, ...] = ()
 
     @property
     def result_id(self) -> str:

@@ -1,15 +1,32 @@
 """The campaign file's ``runs:`` section: what each run reads, writes and needs to resume
-(D15, D16, D17), and its announced acceptance checks (D15, D20, D23)."""
+(D15, D16, D17), and its announced acceptance checks (D15, D20, D23), one key each::
+
+    acceptance:
+      - {metric: val/accuracy, min: 0.8}      # last reported value; min and/or max
+      - {predictions: non_empty}              # the predictions file has records
+      - {predictions: expected_ids}           # ...exactly the ids of expected_ids
+      - {checkpoint: reloads}                 # newest complete checkpoint reloads
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.checker import NAME_ID, Checker
-from cockpit.campaign.model import RUN_KINDS, ResumeCheck, Run, Stage
+from cockpit.campaign.model import (
+    RUN_KINDS,
+    AcceptanceCheck,
+    CheckpointCheck,
+    MetricCheck,
+    PredictionsCheck,
+    ResumeCheck,
+    Run,
+    Stage,
+)
 from cockpit.campaign.yamlread import KeyPath
 
 RUN_KEYS = (
@@ -94,7 +111,7 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
                 metric = rc.get("metric", "loss")
                 if argv and steps:
                     resume = ResumeCheck(argv, steps, str(metric), float(tol))
-        acceptance = entry.get("acceptance", [])
+        acceptance: list[Any] = entry.get("acceptance", [])
         if not isinstance(acceptance, list) or not all(isinstance(a, dict) for a in acceptance):
             check.err(where + ("acceptance",), "acceptance must be a list of checks")
             acceptance = []
@@ -107,7 +124,7 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
                 check.err(where + (key,), f"{key} must be a text")
         unsafe = check.boolean(entry.get("allow_unsafe_pickle", False),
                                where + ("allow_unsafe_pickle",), "allow_unsafe_pickle")
-        runs[run_id] = Run(
+        run = Run(
             id=run_id, kind=kind, metrics=tuple(metrics),
             checkpoints=_path(check, entry["checkpoints"], where + ("checkpoints",), "checkpoints")
             if "checkpoints" in entry else None,
@@ -120,8 +137,10 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
             resume_check=resume, allow_unsafe_pickle=unsafe,
             expected_ids=_path(check, entry["expected_ids"], where + ("expected_ids",),
                                "expected_ids") if "expected_ids" in entry else None,
-            acceptance=tuple(acceptance),
         )
+        # The checks need the run's files (predictions, expected_ids, checkpoints).
+        runs[run_id] = replace(run, acceptance=read_acceptance(
+            check, run, acceptance, where + ("acceptance",)))
     for stage in stages:
         if stage.run and stage.run not in runs:
             # A stage may name a run without describing it: it gets the defaults.
@@ -129,21 +148,26 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
     return runs
 
 
-def check_acceptance(check: Checker, runs: Mapping[str, Run]) -> None:
-    """Every acceptance entry is one known check, with located errors."""
-    for run_id, run in runs.items():
-        for i, entry in enumerate(run.acceptance):
-            where = ("runs", run_id, "acceptance", i)
-            _check_entry(check, run, entry, where)
+def read_acceptance(check: Checker, run: Run, entries: list[Any],
+                    path: KeyPath) -> tuple[AcceptanceCheck, ...]:
+    """A run's ``acceptance:`` list: each entry is one known check, with located errors."""
+    checks: list[AcceptanceCheck] = []
+    for i, entry in enumerate(entries):
+        spec = _acceptance_check(check, run, entry, path + (i,))
+        if spec is not None:
+            checks.append(spec)
+    return tuple(checks)
 
 
-def _check_entry(check: Checker, run: Run, entry: Mapping[str, Any],
-                 where: tuple[Any, ...]) -> None:
+def _acceptance_check(check: Checker, run: Run, entry: Mapping[str, Any],
+                      where: KeyPath) -> AcceptanceCheck | None:
+    """The typed check, or None when the entry has a problem (recorded in ``check``)."""
+    before = len(check.problems)
     kinds = [k for k in CHECK_KEYS if k in entry]
     if len(kinds) != 1:
         check.err(where, "an acceptance check names exactly one of "
                          f"{', '.join(CHECK_KEYS)} (e.g. {{metric: val/accuracy, min: 0.8}})")
-        return
+        return None
     kind = kinds[0]
     allowed = {"metric": ("metric", "min", "max"), "predictions": ("predictions",),
                "checkpoint": ("checkpoint",)}[kind]
@@ -165,19 +189,29 @@ def _check_entry(check: Checker, run: Run, entry: Mapping[str, Any],
         if all(isinstance(entry.get(k), (int, float)) for k in ("min", "max")) \
                 and entry["min"] > entry["max"]:
             check.err(where, "min is above max: no value could pass")
-    elif kind == "predictions":
-        if entry["predictions"] not in PREDICTION_CHECKS:
+        if len(check.problems) > before:
+            return None
+        low, high = entry.get("min"), entry.get("max")
+        return MetricCheck(str(entry["metric"]), None if low is None else float(low),
+                           None if high is None else float(high))
+    if kind == "predictions":
+        what = entry["predictions"]
+        if what not in PREDICTION_CHECKS:
             check.err(where + ("predictions",),
                       f"predictions check must be one of {', '.join(PREDICTION_CHECKS)}")
-        elif run.predictions is None:
+            return None
+        if run.predictions is None:
             check.err(where, f"run {run.id!r} checks its predictions but names no "
                              "predictions file (predictions: PATH)")
-        elif entry["predictions"] == "expected_ids" and run.expected_ids is None:
+        elif what == "expected_ids" and run.expected_ids is None:
             check.err(where, f"run {run.id!r} checks expected ids but names no "
                              "expected_ids file")
-    else:
-        if entry["checkpoint"] != "reloads":
-            check.err(where + ("checkpoint",), "checkpoint check must be: reloads")
-        elif run.checkpoints is None:
-            check.err(where, f"run {run.id!r} checks that its checkpoint reloads but names "
-                             "no checkpoints folder")
+        if len(check.problems) > before:
+            return None
+        return PredictionsCheck("expected_ids" if what == "expected_ids" else "non_empty")
+    if entry["checkpoint"] != "reloads":
+        check.err(where + ("checkpoint",), "checkpoint check must be: reloads")
+    elif run.checkpoints is None:
+        check.err(where, f"run {run.id!r} checks that its checkpoint reloads but names "
+                         "no checkpoints folder")
+    return None if len(check.problems) > before else CheckpointCheck()
