@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
@@ -129,6 +129,12 @@ class _Frame:
 _NO_KEY = object()
 
 
+def _line_col(event: yaml.Event) -> tuple[int, int]:
+    """The 1-based line and column where a parser event starts."""
+    mark = event.start_mark
+    return (1, 1) if mark is None else (mark.line + 1, mark.column + 1)
+
+
 class _Builder:
     """Turns a stream of parser events into plain data, without recursion."""
 
@@ -145,9 +151,9 @@ class _Builder:
         self._resolver = Resolver()
         self._constructor = SafeConstructor()
 
-    def fail(self, event: yaml.Event, message: str) -> None:
-        mark = event.start_mark
-        raise InputError(Problem(self.source, mark.line + 1, mark.column + 1, message))
+    def fail(self, event: yaml.Event, message: str) -> NoReturn:
+        line, col = _line_col(event)
+        raise InputError(Problem(self.source, line, col, message))
 
     def result(self) -> Located:
         return Located(self.root, self.source, self.marks, self.key_marks)
@@ -180,7 +186,7 @@ class _Builder:
                 self._mark(path, event)
             self._place(event, value, 1)
         elif isinstance(event, yaml.AliasEvent):
-            if event.anchor not in self.anchors:
+            if event.anchor is None or event.anchor not in self.anchors:
                 self.fail(event, f"unknown alias *{event.anchor}")
             value, size = self.anchors[event.anchor]
             self.expanded += size
@@ -201,18 +207,23 @@ class _Builder:
             self._check_tag(event, event.tag, event.implicit)
             tag = event.tag
         elif event.implicit[0]:
-            tag = self._resolver.resolve(ScalarNode, event.value, (True, False))
+            # PyYAML's stubs leave Resolver.resolve untyped; it returns the tag text.
+            tag = self._resolver.resolve(  # type: ignore[no-untyped-call]
+                ScalarNode, event.value, (True, False))
         else:
             tag = "tag:yaml.org,2002:str"
         if tag == _TIMESTAMP:
             # Kept as text: the loader parses times itself and insists on a timezone.
             return event.value
-        node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        # The pure-Python SafeLoader's events carry yaml.error.Mark (the C parser's type
+        # is the other half of the stubs' union); the marks name the place in errors.
+        start = event.start_mark if isinstance(event.start_mark, yaml.error.Mark) else None
+        end = event.end_mark if isinstance(event.end_mark, yaml.error.Mark) else None
+        node = ScalarNode(tag, event.value, start, end, event.style)
         try:
             return self._constructor.construct_object(node)
         except (ConstructorError, ValueError) as exc:
             self.fail(event, f"bad value {event.value!r}: {exc}")
-        return None
 
     def _child_path(self, event: yaml.Event) -> KeyPath:
         if not self.stack:
@@ -225,7 +236,7 @@ class _Builder:
         return frame.path + (frame.pending_key,)
 
     def _mark(self, path: KeyPath, event: yaml.Event) -> None:
-        self.marks[path] = (event.start_mark.line + 1, event.start_mark.column + 1)
+        self.marks[path] = _line_col(event)
 
     def _place(self, event: yaml.Event, value: Any, size: int) -> None:
         if not self.stack:
@@ -243,7 +254,7 @@ class _Builder:
             if value in frame.container:
                 self.fail(event, f"duplicate key {value!r}")
             frame.pending_key = value
-            frame.key_mark = (event.start_mark.line + 1, event.start_mark.column + 1)
+            frame.key_mark = _line_col(event)
             self.key_marks[frame.path + (value,)] = frame.key_mark
             self.marks.setdefault(frame.path + (value,), frame.key_mark)
             return
