@@ -11,6 +11,12 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 _UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+# No duration in a campaign is longer than ten times the longest package of the catalog
+# (30 days): far beyond any real plan, and far below what dates and timers overflow on.
+MAX_DURATION_DAYS = 300
+MAX_DURATION_S = MAX_DURATION_DAYS * 86400.0
+DURATION_BOUND = (f"at most {MAX_DURATION_DAYS} days (10 × the longest package of the "
+                  "catalog, 30 days)")
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([dhms])")
 
 
@@ -30,6 +36,8 @@ def parse_duration(text: str) -> float:
         raise ValueError(f"not a duration: {text!r} (use e.g. 90m, 1h30m, 2d)")
     if total <= 0:
         raise ValueError(f"duration must be positive: {text!r}")
+    if total > MAX_DURATION_S:
+        raise ValueError(f"duration {text!r} is too long: {DURATION_BOUND}")
     return total
 
 

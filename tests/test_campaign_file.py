@@ -189,3 +189,20 @@ def test_python_m_and_console_script_agree() -> None:
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == json.loads(run_cockpit("plan", str(SAMPLES / "illustrative.yaml"),
                                                      "--json").stdout)
+
+
+@pytest.mark.parametrize("stage, message", [
+    ('{id: a, duration: 200000000d, resource: cpu}', "duration '200000000d' is too long"),
+    ('{id: a, hours: 1000000000.0, resource: cpu}', "hours 1000000000.0 h is too long"),
+])
+def test_absurd_durations_are_refused_at_check_with_the_bound(tmp_path, stage, message):
+    """`duration: 200000000d` passed check and crashed status with OverflowError."""
+    path = tmp_path / "c.yaml"
+    path.write_text('campaign: x\nquestion: "q?"\n'
+                    "package: {offer: rtx4090-3d, start: 2026-12-02T08:00:00Z}\n"
+                    f"stages:\n  - {stage}\n")
+    for command in ("check", "plan", "status"):
+        result = run_cockpit(command, str(path))
+        assert result.returncode == 2, (command, result.stderr)
+        assert f"{path}:5:" in result.stderr and message in result.stderr
+        assert "at most 300 days" in result.stderr and "Traceback" not in result.stderr

@@ -10,7 +10,7 @@ from typing import Any
 
 from cockpit.campaign.yamlread import KeyPath, Located
 from cockpit.errors import InputError, Problem
-from cockpit.units import parse_duration
+from cockpit.units import DURATION_BOUND, MAX_DURATION_S, parse_duration
 
 # Ids of offers, stages, runs and rules.
 NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
@@ -82,11 +82,20 @@ class Checker:
             return False
         return value
 
+    def hours(self, value: Any, path: KeyPath, what: str) -> float | None:
+        """Seconds from a positive number of hours, within the duration bound."""
+        hours = self.positive(value, path, what)
+        if hours is None:
+            return None
+        if hours * 3600.0 > MAX_DURATION_S:
+            self.err(path, f"{what} {value} h is too long: {DURATION_BOUND}")
+            return None
+        return hours * 3600.0
+
     def duration(self, value: Any, path: KeyPath, what: str) -> float | None:
         """Seconds from "90m"-style text, or a bare number of hours."""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            hours = self.positive(value, path, what)
-            return None if hours is None else hours * 3600.0
+            return self.hours(value, path, what)
         if not isinstance(value, str):
             self.err(path, f"{what} must be a duration like 90m or 1h30m, not {kind_of(value)}")
             return None

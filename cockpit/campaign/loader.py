@@ -234,8 +234,7 @@ def _stages(check: Checker, value: Any, package: Package | None, folder: Path) -
         if "hours" in entry and "duration" in entry:
             check.err(path + ("duration",), "give hours or duration, not both")
         elif "hours" in entry:
-            hours = check.positive(entry["hours"], path + ("hours",), "hours")
-            seconds = None if hours is None else hours * 3600.0
+            seconds = check.hours(entry["hours"], path + ("hours",), "hours")
         elif "duration" in entry:
             seconds = check.duration(entry["duration"], path + ("duration",), "duration")
         else:
