@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -64,12 +63,19 @@ import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from cockpit.journal_fields import event_problem
+from cockpit.journal_format import (
+    JournalError,
+    JournalProblem,
+    format_time,
+    journal_error,
+    parse_time,
+    sha256_file,
+)
 from cockpit.safe_json import TooDeep, loads_bounded
 
 __all__ = [
@@ -91,58 +97,6 @@ _RESERVED = frozenset({"seq", "t", "kind"})
 _HEAD_CHECK = 4096
 _TAIL_CHECK = 64
 _READ_CHUNK = 8 * 1024 * 1024
-
-
-class JournalError(Exception):
-    """The journal cannot be used at all (not a file, no permission, disk full...)."""
-
-
-@dataclass(frozen=True)
-class JournalProblem:
-    """A skipped line: ``line`` is 1-based in the file."""
-
-    line: int
-    message: str
-
-
-def format_time(now: datetime) -> str:
-    """``now`` as ISO-8601 UTC with microseconds and ``Z``; naive datetimes are refused."""
-    if now.tzinfo is None or now.tzinfo.utcoffset(now) is None:
-        raise ValueError(f"journal times must be timezone-aware, got naive {now!r}")
-    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_time(text: str) -> datetime:
-    """Parse an event's ``t`` back into an aware UTC datetime."""
-    value = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
-    if value.tzinfo is None:
-        raise ValueError(f"journal time without a timezone: {text!r}")
-    return value.astimezone(timezone.utc)
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _error(path: Path, action: str, exc: OSError) -> JournalError:
-    if isinstance(exc, IsADirectoryError) or exc.errno == errno.EISDIR:
-        why = "a folder is where the journal file should be"
-    elif isinstance(exc, PermissionError):
-        why = "permission denied"
-    elif isinstance(exc, (NotADirectoryError, FileExistsError)):
-        why = "a parent of the journal path is a file, not a folder"
-    elif exc.errno == errno.ENOSPC:
-        why = "no space left on the device"
-    elif exc.errno == errno.ELOOP:
-        why = "it is a symbolic link, and the cockpit writes only into a real file"
-    else:
-        why = exc.strerror or str(exc)
-    return JournalError(f"cannot {action} journal {path}: {why}")
 
 
 class JournalTxn:
@@ -235,7 +189,7 @@ class Journal:
                 self._reset()  # the journal was removed: nothing happened, as far as we know
             return
         except OSError as exc:
-            raise _error(self.path, "read", exc) from exc
+            raise journal_error(self.path, "read", exc) from exc
         if stat.S_ISDIR(st.st_mode):
             raise JournalError(
                 f"cannot read journal {self.path}: a folder is where the journal file should be"
@@ -252,7 +206,7 @@ class Journal:
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
-            raise _error(self.path, "read", exc) from exc
+            raise journal_error(self.path, "read", exc) from exc
         try:
             if self._offset and (
                 os.pread(fd, len(self._head), 0) != self._head
@@ -264,7 +218,7 @@ class Journal:
             self._read_from(fd)
             self._signature = signature
         except OSError as exc:
-            raise _error(self.path, "read", exc) from exc
+            raise journal_error(self.path, "read", exc) from exc
         finally:
             os.close(fd)
 
@@ -356,7 +310,7 @@ class Journal:
                 lock_fd = os.open(self.lock_path,
                                   os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
             except OSError as exc:
-                raise _error(self.path, "lock", exc) from exc
+                raise journal_error(self.path, "lock", exc) from exc
             write_fd: int | None = None
 
             def fd_getter() -> int:
@@ -380,7 +334,7 @@ class Journal:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
                          | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
-            raise _error(self.path, "open", exc) from exc
+            raise journal_error(self.path, "open", exc) from exc
         if created:
             # Make the new directory entry durable too, not only the file's bytes.
             try:
@@ -416,7 +370,7 @@ class Journal:
                 raise OSError(errno.EIO, f"short write ({written} of {len(line)} bytes)")
             os.fsync(fd)
         except OSError as exc:
-            raise _error(self.path, "append to", exc) from exc
+            raise journal_error(self.path, "append to", exc) from exc
         before = len(self._events)
         self._refresh()
         if len(self._events) != before + 1:  # pragma: no cover - would mean a broken lock

@@ -8,7 +8,7 @@ own: :mod:`cockpit.statuslog`.)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -129,7 +129,6 @@ class Snapshot:
     events: tuple[EventLine, ...]
     auto: bool = False
     budget: dict[str, Any] | None = None
-    history: dict[str, Any] = field(default_factory=dict)
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cockpit.close_commands import add_close_commands
+from cockpit.cli.closing import add_close_commands
 from cockpit.errors import InputError
 from tests.test_export_sample import build_sample, write_sample
 

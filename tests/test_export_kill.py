@@ -10,8 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from cockpit.export import bag as bag_module
-from cockpit.export import export_campaign, verify_export
+from cockpit.export import export_campaign, root_swap, verify_export
 from cockpit.journal import sha256_file
 from tests.test_export_sample import NOW, build_sample
 
@@ -68,7 +67,7 @@ def _assert_sound(root: Path, previous_sha: str) -> str:
         aside = sorted(parent.glob(f".{root.name}.old-*"))
         assert len(aside) == 1
         assert json.loads((aside[0] / "export.json").read_text())["tar_sha256"] == previous_sha
-        bag_module._recover(root)
+        root_swap.recover(root)
         assert root.exists()
     info = json.loads((root / "export.json").read_text())
     assert sha256_file(root / info["tar"]) == info["tar_sha256"]

@@ -23,7 +23,7 @@ from cockpit.acceptance import auto_accept
 from cockpit.campaign import load_campaign
 from cockpit.engine import Engine
 from cockpit.export import ExportError, export_campaign, verify_export
-from cockpit.export import bag as bag_module
+from cockpit.export import payload as payload_module
 from cockpit.journal import Journal
 from cockpit.state import fold
 
@@ -319,7 +319,7 @@ def test_full_disk_leaves_the_previous_export_whole(tmp_path, monkeypatch):
     campaign, state = build_sample(tmp_path / "c", judge=False)
     first = export_campaign(campaign, state, now=NOW, verify_reload=False)
     calls = {"n": 0}
-    real = bag_module._copy_hashed
+    real = payload_module.copy_hashed
 
     def failing(src, dst):
         calls["n"] += 1
@@ -327,7 +327,7 @@ def test_full_disk_leaves_the_previous_export_whole(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         return real(src, dst)
 
-    monkeypatch.setattr(bag_module, "_copy_hashed", failing)
+    monkeypatch.setattr(payload_module, "copy_hashed", failing)
     with pytest.raises(ExportError, match="no space left"):
         export_campaign(campaign, state, now=NOW, verify_reload=False)
     assert verify_export(first.bag_dir, reload=False).ok

@@ -10,7 +10,7 @@ import bagit
 import pytest
 
 from cockpit.export import export_campaign, verify_export
-from cockpit.export.verifier import is_temporary
+from cockpit.export.temp_paths import is_temporary
 from cockpit.runs.reload_check import verify_checkpoint
 from tests.test_export_sample import NOW, build_sample, ok_verifier
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from cockpit.telemetry import fake_nvml as fk
+from cockpit.telemetry import fake_pynvml_names as nv
 from cockpit.telemetry import load_pynvml
 from cockpit.telemetry.fake_nvml import FakeGpu, FakeNvml
 
@@ -40,7 +41,7 @@ def test_every_public_name_of_the_fake_exists_in_pynvml_with_the_same_kind() -> 
 
 
 def test_int_constants_have_pynvml_values() -> None:
-    for name, value in fk.PUBLIC_NAMES.items():
+    for name, value in nv.PUBLIC_NAMES.items():
         if isinstance(value, int):
             assert getattr(pynvml, name) == value, name
 
@@ -57,27 +58,27 @@ def test_every_pynvml_error_code_has_the_same_class_in_the_fake() -> None:
     assert len(codes) >= 30
     for code in codes:
         real = pynvml.NVMLError(code)
-        ours = fk.NVMLError(code)
+        ours = nv.NVMLError(code)
         assert type(ours).__name__ == type(real).__name__
         assert ours.value == real.value == code
-        assert isinstance(ours, fk.NVMLError)
+        assert isinstance(ours, nv.NVMLError)
         assert issubclass(getattr(pynvml, type(ours).__name__), pynvml.NVMLError)
         if code in pynvml.NVMLError._errcode_to_string:
             assert str(ours) == str(real)
 
 
 def test_error_subclasses_construct_like_pynvml() -> None:
-    lost = fk.NVMLError_GpuIsLost()
+    lost = nv.NVMLError_GpuIsLost()
     assert lost.value == pynvml.NVMLError_GpuIsLost().value == 15
-    assert isinstance(fk.NVMLError(3), fk.NVMLError_NotSupported)
-    assert fk.NVMLError(3) == fk.NVMLError_NotSupported()
-    with pytest.raises(fk.NVMLError_LibRmVersionMismatch):
-        raise fk.NVMLError(fk.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+    assert isinstance(nv.NVMLError(3), nv.NVMLError_NotSupported)
+    assert nv.NVMLError(3) == nv.NVMLError_NotSupported()
+    with pytest.raises(nv.NVMLError_LibRmVersionMismatch):
+        raise nv.NVMLError(nv.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
 
 
 def test_fake_refuses_calls_before_init_like_nvml() -> None:
     mod = FakeNvml(1).module()
-    with pytest.raises(fk.NVMLError_Uninitialized):
+    with pytest.raises(nv.NVMLError_Uninitialized):
         mod.nvmlDeviceGetCount()
     mod.nvmlInit()
     assert mod.nvmlDeviceGetCount() == 1
@@ -89,9 +90,9 @@ def test_fake_missing_functions_absent_or_raising() -> None:
     raising = FakeNvml(1, missing={"nvmlDeviceGetTemperatureV"}).module()
     raising.nvmlInit()
     h = raising.nvmlDeviceGetHandleByIndex(0)
-    with pytest.raises(fk.NVMLError_FunctionNotFound):
-        raising.nvmlDeviceGetTemperatureV(h, fk.NVML_TEMPERATURE_GPU)
-    assert raising.nvmlDeviceGetTemperature(h, fk.NVML_TEMPERATURE_GPU) == 35
+    with pytest.raises(nv.NVMLError_FunctionNotFound):
+        raising.nvmlDeviceGetTemperatureV(h, nv.NVML_TEMPERATURE_GPU)
+    assert raising.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU) == 35
 
 
 def test_fake_gpu_lost_after_k_utilization_reads() -> None:
@@ -101,9 +102,9 @@ def test_fake_gpu_lost_after_k_utilization_reads() -> None:
     h = mod.nvmlDeviceGetHandleByIndex(0)
     mod.nvmlDeviceGetUtilizationRates(h)
     mod.nvmlDeviceGetUtilizationRates(h)
-    with pytest.raises(fk.NVMLError_GpuIsLost):
+    with pytest.raises(nv.NVMLError_GpuIsLost):
         mod.nvmlDeviceGetUtilizationRates(h)
-    with pytest.raises(fk.NVMLError_GpuIsLost):
+    with pytest.raises(nv.NVMLError_GpuIsLost):
         mod.nvmlDeviceGetName(h)
 
 
@@ -111,5 +112,5 @@ def test_fake_event_wait_times_out_when_empty() -> None:
     mod = FakeNvml(1).module()
     mod.nvmlInit()
     es = mod.nvmlEventSetCreate()
-    with pytest.raises(fk.NVMLError_Timeout):
+    with pytest.raises(nv.NVMLError_Timeout):
         mod.nvmlEventSetWait(es, 0)

@@ -18,6 +18,7 @@ from cockpit.telemetry import (
     simulate_count_from_env,
 )
 from cockpit.telemetry import fake_nvml as fk
+from cockpit.telemetry import fake_pynvml_names as nv
 from cockpit.telemetry.fake_nvml import FakeGpu, FakeNvml
 
 GIB = 2**30
@@ -187,7 +188,7 @@ def test_unsupported_fields_become_none_and_are_not_asked_again() -> None:
 
 
 def test_transient_field_error_is_a_warning_not_unsupported() -> None:
-    fake = FakeNvml([h100(errors={"nvmlDeviceGetPowerUsage": fk.NVML_ERROR_TIMEOUT})])
+    fake = FakeNvml([h100(errors={"nvmlDeviceGetPowerUsage": nv.NVML_ERROR_TIMEOUT})])
     s = make(fake)
     r = s.sample()
     assert r.gpus[0].power is None and "power" not in r.gpus[0].unsupported
@@ -199,7 +200,7 @@ def test_transient_field_error_is_a_warning_not_unsupported() -> None:
 
 def test_no_permission_on_a_field_degrades_that_field() -> None:
     fake = FakeNvml(
-        [h100(errors={"nvmlDeviceGetComputeRunningProcesses_v3": fk.NVML_ERROR_NO_PERMISSION})]
+        [h100(errors={"nvmlDeviceGetComputeRunningProcesses_v3": nv.NVML_ERROR_NO_PERMISSION})]
     )
     g = make(fake).sample().gpus[0]
     assert g.processes == () and "processes" in g.unsupported and g.util == 87.0
@@ -280,7 +281,7 @@ def test_library_mismatch_error_of_unversioned_wrapper_counts_as_missing() -> No
     mod = fake.module()
 
     def unversioned(handle: fk.FakeHandle) -> list[fk.FakeProcessInfo]:
-        raise fk.NVMLLibraryMismatchError("use a versioned function")
+        raise nv.NVMLLibraryMismatchError("use a versioned function")
 
     mod.nvmlDeviceGetComputeRunningProcesses = unversioned
     s = GpuSampler(nvml=mod, clock=Clock())
@@ -292,7 +293,7 @@ def test_library_mismatch_error_of_unversioned_wrapper_counts_as_missing() -> No
 # --- lost GPUs --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code", [fk.NVML_ERROR_GPU_IS_LOST, fk.NVML_ERROR_UNKNOWN])
+@pytest.mark.parametrize("code", [nv.NVML_ERROR_GPU_IS_LOST, nv.NVML_ERROR_UNKNOWN])
 def test_gpu_lost_mid_run_is_marked_once_and_others_keep_reporting(code: int) -> None:
     fake = FakeNvml([h100(util=50), h100(util=60, lost_after=3, lost_code=code)])
     clock = Clock()
@@ -317,14 +318,14 @@ def test_gpu_lost_mid_run_is_marked_once_and_others_keep_reporting(code: int) ->
 
 
 def test_gpu_lost_before_start_is_reported_with_an_event() -> None:
-    fake = FakeNvml([h100(), h100(handle_error=fk.NVML_ERROR_GPU_IS_LOST)])
+    fake = FakeNvml([h100(), h100(handle_error=nv.NVML_ERROR_GPU_IS_LOST)])
     r = make(fake).sample()
     assert r.gpus[1].lost and r.gpus[0].util == 87.0
     assert [e.kind for e in r.events] == ["gpu_lost"]
 
 
 def test_gpu_outside_the_container_is_skipped_with_a_warning() -> None:
-    fake = FakeNvml([h100(), h100(handle_error=fk.NVML_ERROR_NO_PERMISSION), h100()])
+    fake = FakeNvml([h100(), h100(handle_error=nv.NVML_ERROR_NO_PERMISSION), h100()])
     r = make(fake).sample()
     assert [g.index for g in r.gpus] == [0, 2]
     assert "GPU1 not accessible: Insufficient Permissions" in r.warnings
@@ -337,14 +338,14 @@ def test_gpu_outside_the_container_is_skipped_with_a_warning() -> None:
 @pytest.mark.parametrize(
     ("code", "words"),
     [
-        (fk.NVML_ERROR_LIBRARY_NOT_FOUND, "NVML library not found: install the NVIDIA driver"),
-        (fk.NVML_ERROR_DRIVER_NOT_LOADED, "driver not loaded"),
+        (nv.NVML_ERROR_LIBRARY_NOT_FOUND, "NVML library not found: install the NVIDIA driver"),
+        (nv.NVML_ERROR_DRIVER_NOT_LOADED, "driver not loaded"),
         (
-            fk.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+            nv.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
             "driver/library version mismatch: reboot or reload the nvidia kernel module",
         ),
-        (fk.NVML_ERROR_NO_PERMISSION, "no permission"),
-        (fk.NVML_ERROR_UNINITIALIZED, "NVML init failed (Uninitialized)"),
+        (nv.NVML_ERROR_NO_PERMISSION, "no permission"),
+        (nv.NVML_ERROR_UNINITIALIZED, "NVML init failed (Uninitialized)"),
     ],
 )
 def test_init_failure_gives_unavailable_with_reason_and_fix(code: int, words: str) -> None:
@@ -515,9 +516,9 @@ def test_gpu_without_event_support_still_samples() -> None:
 
 def test_events_only_for_registered_types() -> None:
     # consumer card: Xid events but no ECC
-    fake = FakeNvml([h100(event_types=fk.nvmlEventTypeXidCriticalError)])
+    fake = FakeNvml([h100(event_types=nv.nvmlEventTypeXidCriticalError)])
     make(fake)
-    assert fake.event_sets[0].registered == {0: fk.nvmlEventTypeXidCriticalError}
+    assert fake.event_sets[0].registered == {0: nv.nvmlEventTypeXidCriticalError}
 
 
 # --- simulation ----------------------------------------------------------------------
@@ -613,7 +614,7 @@ def test_event_set_failure_leaves_sampling_working() -> None:
     mod = fake.module()
 
     def no_events() -> None:
-        raise fk.NVMLError(fk.NVML_ERROR_NOT_SUPPORTED)
+        raise nv.NVMLError(nv.NVML_ERROR_NOT_SUPPORTED)
 
     mod.nvmlEventSetCreate = no_events
     s = GpuSampler(nvml=mod, clock=Clock())

@@ -155,3 +155,24 @@ def test_idle_many_gpus_needs_all_idle() -> None:
     assert d.update_many(11, [0.0, 1.0, None], True) is not None
     assert d.update_many(12, [0.0, 80.0], True) is None
     assert d.update_many(30, [None, None], True) is None
+
+
+def test_series_counts_every_sample_pushed_missing_ones_too():
+    s = Series(fine_points=4, coarse_points=4)
+    for v in (1.0, None, 3.0):
+        s.push(v, 0.0)
+    s.extend([4.0, 5.0], start=1.0, step=1.0)
+    assert s.pushed == 5
+    assert len(s.fine) == 4  # bounded, while the count goes on
+
+
+def test_tui_sparkline_cells_group_by_absolute_tick_and_skip_missing():
+    pytest.importorskip("textual")
+    from cockpit.tui.panels import spark_cells
+
+    s = Series(fine_points=100, coarse_points=4)
+    for tick in range(14):  # cells of 6 ticks: [0..5], [6..11], [12, 13]
+        s.push(None if tick == 7 else float(tick), float(tick))
+    assert spark_cells(s, width=3, per_cell=6) == [5.0, 11.0, 13.0]
+    assert spark_cells(s, width=2, per_cell=6, scale=2.0) == [22.0, 26.0]
+    assert spark_cells(None, width=3) == []

@@ -21,6 +21,10 @@ in a hidden temporary sibling and renamed into place; the previous export is mov
 aside only at that moment and removed after, so a kill -9 or a full disk never leaves
 a complete-looking bad export and never damages the previous one (a previous export
 left aside by a kill between the two renames is put back by the next export).
+
+The parts it puts together: ``payload`` (files under data/, each run's status),
+``hashing`` (copy + sha256 in one read), ``reload_recipe`` (reload.json, RELOAD.md),
+``bagit_files`` (tag files, tar, fetch commands) and ``root_swap`` (the atomic rename).
 """
 
 from __future__ import annotations
@@ -28,58 +32,45 @@ from __future__ import annotations
 import errno
 import fcntl
 import getpass
-import hashlib
 import json
 import os
 import platform
 import secrets
 import shutil
 import socket
-import stat
-import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import cockpit
 from cockpit.acceptance import last_metrics, newest_checkpoint
 from cockpit.budget import budget
-from cockpit.campaign.model import Campaign, Run
+from cockpit.campaign.model import Campaign
 from cockpit.conclusion import conclude, conclusion_spec
+from cockpit.export.bagit_files import fetch_commands, write_bag_files, write_tar
+from cockpit.export.hashing import HashCache
+from cockpit.export.payload import Payload, existing_metric_files, run_status
+from cockpit.export.reload_recipe import installed_packages, reload_entry, reload_md
 from cockpit.export.report_md import render_report, timeline_svg
+from cockpit.export.root_swap import ROOT_FORMAT, is_export_root, recover, swap_in
 from cockpit.export.verifier import VerifyExportReport, verify_export
 from cockpit.fsutil import fsync_dir
 from cockpit.journal import Journal, format_time
 from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.reload_check import verify_checkpoint
-from cockpit.state import FAILED, NOT_STARTED, RUNNING, STOPPED, SUCCEEDED, CampaignState, fold
+from cockpit.state import NOT_STARTED, RUNNING, CampaignState, fold
 
 ARTIFACT_MODES = ("final", "all", "none")
-CHUNK = 8 * 1024 * 1024
-LINK_MIN_BYTES = 1024 * 1024  # smaller artifacts are copied: a link saves nothing there
-ROOT_FORMAT = "cockpit-export-root/1"
 MANIFEST_FORMAT = "cockpit-export/1"
-LOADER_PACKAGES = ("torch", "safetensors", "transformers", "peft", "accelerate", "lightning",
-                   "numpy")
 
 Progress = Callable[[str], None]
 
 
 class ExportError(Exception):
     """The export could not be written (the message says why); nothing was replaced."""
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    path: str  # relative to the bag: data/...
-    sha256: str
-    size: int
-    source: str | None = None  # where it came from (relative to the campaign when inside)
-    linked: bool = False
 
 
 @dataclass
@@ -132,483 +123,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _inside(path: str | Path, folder: str | Path) -> bool:
-    p, f = os.path.abspath(path), os.path.abspath(folder)
-    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
-
-
-# ------------------------------------------------------------------ hashing copies
-
-
-class _HashCache:
-    """sha256 by (device, inode, size, mtime): a hard-linked artifact unchanged since the
-    last export is not read again. The verifier re-hashes everything anyway."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.used: dict[str, str] = {}
-        try:
-            self.known: dict[str, str] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            self.known = {}
-
-    @staticmethod
-    def key(st: os.stat_result) -> str:
-        return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-    def get(self, st: os.stat_result) -> str | None:
-        found = self.known.get(self.key(st))
-        if found:
-            self.used[self.key(st)] = found
-        return found
-
-    def put(self, st: os.stat_result, digest: str) -> None:
-        self.used[self.key(st)] = digest
-
-    def save(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self.used))
-            os.replace(tmp, self.path)
-        except OSError:
-            pass  # a cache only: the next export hashes again
-
-
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as src:
-        while True:
-            n = src.readinto(buf)
-            if not n:
-                break
-            digest.update(view[:n])
-    return digest.hexdigest()
-
-
-def _copy_hashed(src: Path, dst: Path) -> tuple[str, int]:
-    """Copy ``src`` to ``dst`` in one read, hashing the bytes on their way; fsync'ed."""
-    digest = hashlib.sha256()
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    size = 0
-    with open(src, "rb", buffering=0) as fin, open(dst, "wb", buffering=0) as fout:
-        while True:
-            n = fin.readinto(buf)
-            if not n:
-                break
-            chunk = view[:n]
-            digest.update(chunk)
-            written = 0
-            while written < n:
-                written += fout.write(chunk[written:])
-            size += n
-        os.fsync(fout.fileno())
-    shutil.copystat(src, dst, follow_symlinks=True)
-    return digest.hexdigest(), size
-
-
-class _HashingWriter:
-    """A write-only file object that hashes what passes through (the tar, in one pass)."""
-
-    def __init__(self, handle: Any) -> None:
-        self.handle = handle
-        self.digest = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.digest.update(data)
-        self.size += len(data)
-        return self.handle.write(data)
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        self.handle.flush()
-
-
-# ------------------------------------------------------------------ the payload
-
-
-class _Payload:
-    """Files written under ``<bag>/data``, each hashed exactly once on its way in."""
-
-    def __init__(self, bag: Path, campaign: Campaign, excluded: list[Path], cache: _HashCache,
-                 link: bool) -> None:
-        self.bag = bag
-        self.data = bag / "data"
-        self.campaign = campaign
-        self.root = campaign.folder.resolve()
-        self.excluded = [os.path.abspath(p) for p in excluded]
-        self.cache = cache
-        self.link = link
-        self.files: dict[str, FileEntry] = {}
-        self.skipped: list[dict[str, str]] = []
-        self.data.mkdir(parents=True)
-
-    # -- naming
-    def _target(self, rel: str) -> Path:
-        target = self.data / rel
-        if f"data/{rel}" in self.files:
-            stem, dot, ext = target.name.partition(".")
-            n = 2
-            while f"data/{Path(rel).parent / f'{stem}-{n}{dot}{ext}'}" in self.files:
-                n += 1
-            target = target.with_name(f"{stem}-{n}{dot}{ext}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        return target
-
-    def _rel(self, target: Path) -> str:
-        return target.relative_to(self.bag).as_posix()
-
-    def source_label(self, src: Path) -> str:
-        return os.path.relpath(src, self.campaign.folder) if _inside(src, self.campaign.folder) \
-            else str(src)
-
-    # -- adding
-    def add_bytes(self, rel: str, data: bytes) -> FileEntry:
-        target = self._target(rel)
-        with open(target, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        entry = FileEntry(self._rel(target), hashlib.sha256(data).hexdigest(), len(data))
-        self.files[entry.path] = entry
-        return entry
-
-    def skip(self, src: Path | str, reason: str) -> None:
-        self.skipped.append({"source": self.source_label(Path(src)), "reason": reason})
-
-    def safe_source(self, src: Path) -> Path | None:
-        """The real path to read, or None (skipped) for a symlink out of the campaign."""
-        if not os.path.lexists(src):
-            return None
-        real = src.resolve()
-        if _inside(src, self.campaign.folder) and not _inside(real, self.root):
-            self.skip(src, f"a symlink pointing outside the campaign ({real}): not followed")
-            return None
-        return real
-
-    def add_file(self, rel: str, src: Path, *, artifact: bool = False) -> FileEntry | None:
-        real = self.safe_source(src)
-        if real is None:
-            return None
-        st = os.stat(real)
-        if not stat.S_ISREG(st.st_mode):
-            self.skip(src, "not a regular file")
-            return None
-        target = self._target(rel)
-        linked = False
-        digest = None
-        if artifact and self.link and st.st_size >= LINK_MIN_BYTES:
-            try:
-                os.link(real, target)
-                linked = True
-            except OSError:
-                linked = False  # another filesystem, or links refused: copy instead
-        if linked:
-            digest = self.cache.get(st) or _hash_file(real)
-            size = st.st_size
-        else:
-            digest, size = _copy_hashed(real, target)
-        self.cache.put(os.stat(real), digest)
-        entry = FileEntry(self._rel(target), digest, size, self.source_label(src), linked)
-        self.files[entry.path] = entry
-        return entry
-
-    def add_path(self, rel: str, src: Path, *, artifact: bool = False) -> list[FileEntry]:
-        """A file, or a folder walked without following symlinks out of the campaign."""
-        if not os.path.lexists(src):
-            self.skip(src, "does not exist")
-            return []
-        real = self.safe_source(src)
-        if real is None:
-            return []
-        if real.is_file():
-            entry = self.add_file(rel, src, artifact=artifact)
-            return [entry] if entry else []
-        if not real.is_dir():
-            self.skip(src, "neither a file nor a folder")
-            return []
-        added: list[FileEntry] = []
-        for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
-            here = Path(dirpath)
-            kept = []
-            for name in sorted(dirnames):
-                full = here / name
-                if self._is_excluded(full):
-                    continue
-                if full.is_symlink():
-                    self.skip(full, "a symlinked folder: not followed")
-                    continue
-                kept.append(name)
-            dirnames[:] = kept
-            for name in sorted(filenames):
-                full = here / name
-                if self._is_excluded(full):
-                    continue
-                if full.is_symlink():
-                    target = full.resolve()
-                    if not (_inside(target, self.root) or _inside(target, real)):
-                        self.skip(full, f"a symlink pointing outside the campaign ({target}): "
-                                        "not followed")
-                        continue
-                inner = (Path(rel) / here.relative_to(real) / name).as_posix()
-                entry = self.add_file(inner, full, artifact=artifact)
-                if entry:
-                    added.append(entry)
-        return added
-
-    def _is_excluded(self, path: Path) -> bool:
-        p = os.path.abspath(path)
-        return any(p == e or p.startswith(e + os.sep) for e in self.excluded)
-
-
-# ------------------------------------------------------------------ run accounting
-
-
-def run_status(campaign: Campaign, state: CampaignState, run_id: str) -> tuple[str, str]:
-    """(status, reason): accepted, rejected, stopped, failed, dropped, skipped, not_run,
-    running, unjudged. Every run in the plan ends up in exactly one."""
-    run = state.runs.get(run_id)
-    stage = campaign.stage_of_run(run_id)
-    st = state.stages.get(stage.id) if stage else None
-    if run is None or run.state == NOT_STARTED:
-        if st is not None and st.state == "dropped":
-            return "dropped", st.reason or "dropped by a decision"
-        if st is not None and st.state == "skipped":
-            return "skipped", st.reason or "skipped"
-        return "not_run", "never started"
-    if run.stop is not None or run.state == STOPPED:
-        stop = run.stop
-        reason = stop.reason if stop and stop.reason else ""
-        rule = f" by rule {stop.rule}" if stop and stop.rule != "manual" else ""
-        step = f" at step {stop.step}" if stop and stop.step is not None else ""
-        return "stopped", (f"stopped{rule}{step}: {reason}" if reason else "")
-    if run.state == RUNNING:
-        return "running", "still running at the export"
-    if run.verdict == "accepted":
-        return "accepted", run.verdict_reason or "accepted"
-    if run.verdict == "rejected":
-        return "rejected", run.verdict_reason or "rejected"
-    if run.state == FAILED:
-        return "failed", f"exit code {run.exit_code}"
-    if run.state == SUCCEEDED:
-        return "unjudged", "finished, never accepted or rejected"
-    return run.state, ""
-
-
-# ------------------------------------------------------------------ reload recipes
-
-
-def _packages() -> dict[str, str]:
-    found = {"cockpit": cockpit.__version__}
-    for name in LOADER_PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
-
-def _layout(path: Path, files: list[str]) -> tuple[str, str]:
-    """(loader, python snippet) for an artifact at bag-relative ``path``."""
-    name = path.name.lower()
-    if name.endswith(".safetensors"):
-        return ("safetensors.torch.load_file",
-                f"from safetensors.torch import load_file; sd = load_file({str(path)!r})")
-    if name.endswith((".pt", ".pth", ".ckpt", ".bin")):
-        return ("torch.load",
-                f"import torch; ckpt = torch.load({str(path)!r}, map_location='cpu', "
-                "weights_only=True)")
-    inner = {Path(f).name for f in files}
-    if "adapter_config.json" in inner:
-        return ("peft.PeftModel.from_pretrained", "")
-    if "config.json" in inner:
-        return ("transformers.AutoModel.from_pretrained",
-                f"from transformers import AutoModel; m = AutoModel.from_pretrained("
-                f"{str(path)!r})")
-    return ("cockpit.runs.reload_worker", "")
-
-
-def _adapter_pin(run: Run, artifact: Path) -> tuple[str | None, str | None, list[str]]:
-    """Base model id and exact revision for an adapter (D23): the campaign's, checked
-    against the adapter's own adapter_config.json."""
-    warnings: list[str] = []
-    base, rev = run.base_model, run.base_revision
-    config = artifact / "adapter_config.json" if artifact.is_dir() else None
-    if config is not None and config.is_file():
-        try:
-            data = json.loads(config.read_text())
-        except (OSError, ValueError):
-            data = {}
-        named = data.get("base_model_name_or_path")
-        if base is None and isinstance(named, str):
-            base = named
-        elif isinstance(named, str) and base is not None and named != base:
-            warnings.append(f"run {run.id}: adapter_config.json names base {named!r}, the "
-                            f"campaign {base!r}")
-        if rev is None and isinstance(data.get("revision"), str):
-            rev = data["revision"]
-    return base, rev, warnings
-
-
-def _reload_entry(run: Run, art: CheckpointInfo, rel: str, files: list[FileEntry],
-                  result: bool, warnings: list[str]) -> dict[str, Any]:
-    rel_path = Path(rel)
-    loader, snippet = _layout(rel_path, [f.path for f in files])
-    check = (f"python -m cockpit.runs.reload_worker {rel} --kind {run.kind}"
-             + (" --allow-unsafe" if run.allow_unsafe_pickle else ""))
-    entry: dict[str, Any] = {
-        "run": run.id, "result": run.result_id, "kind": run.kind, "path": rel,
-        "chosen_for_result": result, "step": art.step, "layout": art.kind, "loader": loader,
-        "files": [{"path": f.path, "sha256": f.sha256, "size": f.size} for f in files],
-        "allow_unsafe_pickle": run.allow_unsafe_pickle,
-        "verify_command": list(run.verify_command) if run.verify_command else None,
-    }
-    if run.kind == "adapter":
-        base, rev, notes = _adapter_pin(run, art.path)
-        warnings.extend(notes)
-        entry["base_model"], entry["base_revision"] = base, rev
-        check += f" --base-model {base} --base-revision {rev}"
-        snippet = (f"from transformers import AutoModel; from peft import PeftModel; "
-                   f"base = AutoModel.from_pretrained({base!r}, revision={rev!r}); "
-                   f"m = PeftModel.from_pretrained(base, {rel!r})")
-    entry["command"] = f"cd BAG && python -c \"{snippet}\"" if snippet else None
-    entry["check_command"] = f"cd BAG && {check}"
-    return entry
-
-
-def _reload_md(campaign: Campaign, entries: list[dict[str, Any]], info: dict[str, Any]) -> str:
-    lines = [f"# Reloading the results of campaign {campaign.id}", "",
-             "Run these from the bag's folder (`cd BAG`, the folder holding `bagit.txt`).",
-             f"Exported with Python {info['python']} and: "
-             + ", ".join(f"{k} {v}" for k, v in info["packages"].items()), ""]
-    chosen = [e for e in entries if e["chosen_for_result"]]
-    if not chosen:
-        lines.append("No accepted artifact is in this export.")
-    for e in chosen:
-        lines += [f"## Run {e['run']} (result {e['result']}, {e['kind']})", "",
-                  f"- artifact: `{e['path']}` (layout {e['layout']}, step {e['step']})",
-                  f"- loader: `{e['loader']}`"]
-        if e["kind"] == "adapter":
-            lines.append(f"- base model: `{e.get('base_model')}` at revision "
-                         f"`{e.get('base_revision')}` (pinned, D23)")
-        lines.append("")
-        if e["command"]:
-            lines += ["```sh", e["command"], "```", ""]
-        lines += ["Check that it reloads in a fresh process (what verify-export does):", "",
-                  "```sh", e["check_command"], "```", ""]
-    others = [e for e in entries if not e["chosen_for_result"]]
-    if others:
-        lines += ["## Other checkpoints in this export", ""]
-        lines += [f"- `{e['path']}` (run {e['run']}, step {e['step']})" for e in others]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-# ------------------------------------------------------------------ bag files
-
-
-def _encode(path: str) -> str:
-    return path.replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _write_tag(bag: Path, name: str, text: str) -> str:
-    data = text.encode("utf-8")
-    with open(bag / name, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    return hashlib.sha256(data).hexdigest()
-
-
-def _write_bag_files(bag: Path, files: dict[str, FileEntry], info: dict[str, str]) -> None:
-    tags: dict[str, str] = {}
-    tags["bagit.txt"] = _write_tag(bag, "bagit.txt",
-                                   "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n")
-    payload_bytes = sum(f.size for f in files.values())
-    info = {**info, "Payload-Oxum": f"{payload_bytes}.{len(files)}"}
-    text = "".join(f"{k}: {' '.join(str(v).split())}\n" for k, v in info.items())
-    tags["bag-info.txt"] = _write_tag(bag, "bag-info.txt", text)
-    manifest = "".join(f"{f.sha256}  {_encode(f.path)}\n" for f in sorted(
-        files.values(), key=lambda e: e.path))
-    tags["manifest-sha256.txt"] = _write_tag(bag, "manifest-sha256.txt", manifest)
-    # Written last: a bag without its tag manifest is plainly unfinished.
-    _write_tag(bag, "tagmanifest-sha256.txt",
-               "".join(f"{digest}  {name}\n" for name, digest in tags.items()))
-
-
-def _write_tar(bag: Path, tar_path: Path, arcname: str) -> tuple[str, int]:
-    with open(tar_path, "wb") as raw:
-        writer = _HashingWriter(raw)
-        with tarfile.open(fileobj=writer, mode="w", format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
-                          copybufsize=CHUNK) as tar:
-            tar.add(bag, arcname=arcname, recursive=True)
-        raw.flush()
-        os.fsync(raw.fileno())
-    return writer.digest.hexdigest(), writer.size
-
-
-# ------------------------------------------------------------------ the root swap
-
-
-def _is_export_root(path: Path) -> bool:
-    if not path.is_dir():
-        return False
-    if not any(path.iterdir()):
-        return True
-    try:
-        return json.loads((path / "export.json").read_text()).get("format") == ROOT_FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _recover(root: Path) -> None:
-    """Under the export lock: put back a previous export that a kill left aside, and
-    remove the leftovers of interrupted exports (never the current root)."""
-    parent, name = root.parent, root.name
-    olds = sorted(parent.glob(f".{name}.old-*"), key=lambda p: p.stat().st_mtime, reverse=True)
-    if not root.exists() and olds and _is_export_root(olds[0]):
-        os.rename(olds[0], root)
-        olds = olds[1:]
-    for leftover in [*olds, *parent.glob(f".{name}.tmp-*")]:
-        shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _swap_in(tmp_root: Path, root: Path, progress: Progress) -> None:
-    old = None
-    if root.exists():
-        old = root.with_name(f".{root.name}.old-{os.getpid()}-{secrets.token_hex(4)}")
-        os.rename(root, old)
-        progress("old_moved_aside")
-    os.rename(tmp_root, root)
-    fsync_dir(root.parent)
-    progress("renamed")
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 # ------------------------------------------------------------------ the export
-
-
-def fetch_commands(tar_path: Path, host: str | None = None,
-                   user: str | None = None) -> list[str]:
-    """Exact commands to run on your own machine to bring the tar home (D19)."""
-    host = host or socket.gethostname()
-    try:
-        user = user or getpass.getuser()
-    except (KeyError, OSError):
-        user = user or "USER"
-    remote = f"{user}@{host}:{tar_path.resolve()}"
-    sha = tar_path.with_name(tar_path.name + ".sha256")
-    return [
-        f"rsync -av --partial --progress {remote} {remote[:-4]}.tar.sha256 .",
-        f"scp {remote} {user}@{host}:{sha.resolve()} .",
-        f"sha256sum -c {sha.name} && tar -xf {tar_path.name}",
-    ]
 
 
 def export_campaign(
@@ -635,7 +150,7 @@ def export_campaign(
     if state is None:
         state = fold(campaign, events, now)
     root = Path(out_dir).resolve() if out_dir is not None else default_export_root(campaign)
-    if root.exists() and not _is_export_root(root):
+    if root.exists() and not is_export_root(root):
         raise ExportError(f"{root} exists and is not a cockpit export: refusing to replace it "
                           "(choose another --out)")
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -646,7 +161,7 @@ def export_campaign(
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ExportError(f"another export into {root} is running") from None
-        _recover(root)
+        recover(root)
         tmp_root = root.with_name(f".{root.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
         tmp_root.mkdir()
         try:
@@ -659,7 +174,7 @@ def export_campaign(
                                   "nothing was replaced; free some space and export again") \
                     from None
             raise
-        _swap_in(tmp_root, root, step)
+        swap_in(tmp_root, root, step)
     finally:
         os.close(lock_fd)
     if journal:
@@ -679,9 +194,9 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     bag = tmp_root / campaign.id
-    cache = _HashCache(campaign.state_dir / "export-hash-cache.json")
+    cache = HashCache(campaign.state_dir / "export-hash-cache.json")
     excluded = [campaign.state_dir, root, *root.parent.glob(f".{root.name}.*")]
-    payload = _Payload(bag, campaign, excluded, cache, link)
+    payload = Payload(bag, campaign, excluded, cache, link)
     warnings: list[str] = []
 
     # The plan, byte for byte, and its hash (D24: never rewritten).
@@ -716,7 +231,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         elif run.params:
             text = json.dumps(run.params, indent=2, sort_keys=True, default=str) + "\n"
             files["params"] = payload.add_bytes(f"{base}/params.json", text.encode()).path
-        for metric_path in _existing_metric_files(campaign, run_id):
+        for metric_path in existing_metric_files(campaign, run_id):
             entry = payload.add_file(f"{base}/metrics/{metric_path.name}", metric_path)
             if entry:
                 files["metrics"].append(entry.path)
@@ -757,7 +272,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
             rel = added[0].path if art.path.is_file() else \
                 f"data/{base}/artifacts/{art.path.name}"
             files["artifacts"].append(rel)
-            reload_entries.append(_reload_entry(run, art, rel, added,
+            reload_entries.append(reload_entry(run, art, rel, added,
                                                 status == "accepted" and i == 0, warnings))
         if status == "accepted" and run.checkpoints is not None and artifacts != "none" \
                 and not chosen:
@@ -786,10 +301,10 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     payload.add_bytes("REPORT.md", render_report(campaign, state, now, money, verdict,
                                                  runs_json, "timeline.svg").encode())
     info = {"python": platform.python_version(), "implementation": platform.python_implementation(),
-            "platform": platform.platform(), "packages": _packages()}
+            "platform": platform.platform(), "packages": installed_packages()}
     payload.add_bytes("reload.json", (json.dumps(
         {"campaign": campaign.id, **info, "artifacts": reload_entries}, indent=2) + "\n").encode())
-    payload.add_bytes("RELOAD.md", _reload_md(campaign, reload_entries, info).encode())
+    payload.add_bytes("RELOAD.md", reload_md(campaign, reload_entries, info).encode())
     pkg = campaign.package
     manifest = {
         "format": MANIFEST_FORMAT, "cockpit_version": cockpit.__version__,
@@ -826,7 +341,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         "Plan-SHA256": plan.sha256,
         "External-Description": campaign.question or campaign.id,
     }
-    _write_bag_files(bag, payload.files, bag_info)
+    write_bag_files(bag, payload.files, bag_info)
     fsync_dir(bag)
     step("bag_written")
     size = sum(f.size for f in payload.files.values()) + sum(
@@ -844,7 +359,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     final_tar = root / f"{campaign.id}.tar"
     if tar:
         t2 = time.monotonic()
-        tar_sha, tar_bytes = _write_tar(bag, tmp_root / final_tar.name, campaign.id)
+        tar_sha, tar_bytes = write_tar(bag, tmp_root / final_tar.name, campaign.id)
         (tmp_root / f"{final_tar.name}.sha256").write_text(f"{tar_sha}  {final_tar.name}\n")
         tar_path = final_tar
         timings["tar_s"] = round(time.monotonic() - t2, 4)
@@ -870,16 +385,3 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         linked=sum(1 for f in payload.files.values() if f.linked), verified=report.ok,
         verify=report, fetch_commands=commands, warnings=warnings, skipped=payload.skipped,
         timings=timings)
-
-
-def _existing_metric_files(campaign: Campaign, run_id: str) -> list[Path]:
-    from cockpit.acceptance import metric_paths
-
-    found: list[Path] = []
-    for path in metric_paths(campaign, run_id):
-        if path.is_file():
-            found.append(path)
-        elif path.is_dir():
-            found += sorted(p for p in path.rglob("trainer_state.json") if p.is_file())
-    return found
-

@@ -1,4 +1,4 @@
-"""Checkpoint discovery, completeness, age, disk and save cost; save-interval advice (D16-D19).
+"""Checkpoint discovery: completeness, age, disk and save cost (D16-D19).
 
 This module owns what the cockpit knows about a run's checkpoint folder between ticks:
 which checkpoints exist, which are complete (stopped changing, or reported written by
@@ -10,17 +10,16 @@ Cost per tick stays flat with thousands of files: the folder is listed again onl
 its mtime changes; otherwise only the in-progress entries (and the few newest complete
 ones, which ``last.ckpt``-style rewrites can touch in place) are stat'ed.
 
-:func:`interval_advice` is a pure function: how often to save given the save cost,
-the tolerable loss of work and the mean time between interruptions.
+What a checkpoint looks like (names, steps, kinds, sizes) lives in ``checkpoint_layout``;
+the save-interval advice (:func:`interval_advice`, pure) in ``checkpoint_interval``, both
+re-exported here.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import heapq
-import math
 import os
-import re
 import shutil
 import stat
 import time
@@ -28,27 +27,17 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin")
-# Files that, together, make a folder an HF / accelerate / PEFT save.
-WEIGHT_FILES = (
-    "model.safetensors",
-    "pytorch_model.bin",
-    "model.safetensors.index.json",
-    "pytorch_model.bin.index.json",
-    "adapter_model.safetensors",
-    "adapter_model.bin",
+from cockpit.runs.checkpoint_interval import Advice as Advice  # re-exported
+from cockpit.runs.checkpoint_interval import format_duration as format_duration  # re-exported
+from cockpit.runs.checkpoint_interval import interval_advice as interval_advice  # re-exported
+from cockpit.runs.checkpoint_layout import (
+    CHECKPOINT_SUFFIXES,
+    HF_DIR,
+    folder_kind,
+    measure,
+    watched_folder_kind,
 )
-ACCELERATE_MARKERS = ("optimizer.bin",)
-_HF_DIR = re.compile(r"^(?:tmp-)?checkpoint-(\d+)$")
-_ACCEL_DIR = re.compile(r"^checkpoint_(\d+)$")
-_SHARD = re.compile(r"-\d+-of-\d+")
-_STEP_PATTERNS = (
-    re.compile(r"checkpoint[-_](\d+)", re.IGNORECASE),
-    re.compile(r"global[-_]?step[-_=]?(\d+)", re.IGNORECASE),
-    re.compile(r"(?:^|[^a-z])step[-_=]?(\d+)", re.IGNORECASE),
-    re.compile(r"(?:^|[^a-z])iter(?:ation)?[-_=]?(\d+)", re.IGNORECASE),
-)
-_TRAILING = re.compile(r"(epoch[-_=]?)?(\d+)$", re.IGNORECASE)
+from cockpit.runs.checkpoint_layout import step_from_name as step_from_name  # re-exported
 
 MAX_LISTED = 50  # complete checkpoints carried in a view, newest first
 MAX_COSTS = 50  # save costs remembered
@@ -56,29 +45,6 @@ UNKNOWN_DIRS_PER_TICK = 16  # unrecognised folders looked into again per tick
 RECHECK_NEWEST = 4  # newest complete entries re-stat'ed each tick (last.ckpt rewrites)
 SWEEP_PER_TICK = 32  # older complete entries re-stat'ed per tick, round-robin
 _RACY_SECONDS = 1.0  # a folder changed this recently is listed again next tick
-
-
-def step_from_name(name: str) -> int | None:
-    """The training step a checkpoint's name announces, if any.
-
-    ``checkpoint-1200``, ``step=1200``, ``step_1200``, ``epoch=3-step=1200.ckpt``,
-    ``global_step1200``, and plain trailing digits (``model_1200.pt``); not an epoch
-    number (``epoch=3.ckpt``) and not a shard index (``model-00001-of-00002``).
-    """
-    stem = name
-    for suffix in (*CHECKPOINT_SUFFIXES, ".json", ".index"):
-        if stem.lower().endswith(suffix):
-            stem = stem[: -len(suffix)]
-    for pattern in _STEP_PATTERNS:
-        found = pattern.search(stem)
-        if found:
-            return int(found.group(1))
-    if _SHARD.search(stem):
-        return None
-    found = _TRAILING.search(stem)
-    if found and not found.group(1):
-        return int(found.group(2))
-    return None
 
 
 @dataclass(frozen=True)
@@ -173,7 +139,7 @@ class CheckpointScanner:
         self._pending: set[str] = set()  # keys of entries not complete yet
         self._folder_sig: tuple[int, int] | None = None
         self._racy = True
-        self._self_kind: str | None = None  # the folder itself is one HF/accelerate save
+        self.self_kind: str | None = None  # the folder itself is one HF/accelerate save
         self._marks: dict[str, tuple[float | None, int | None]] = {}
         self._started: dict[str, float] = {}
         self._costs: deque[SaveCost] = deque(maxlen=MAX_COSTS)
@@ -250,7 +216,7 @@ class CheckpointScanner:
             listed = os.listdir(self.folder)  # names only: no per-file syscall
         except OSError:
             listed = []
-        self_kind = _self_kind(self.folder, listed)
+        self_kind = watched_folder_kind(self.folder, listed)
         if self_kind is not None:
             # The watched folder is itself one save (accelerate output_dir, say).
             for key in [k for k in self._entries if k]:
@@ -310,13 +276,13 @@ class CheckpointScanner:
         if self.pattern and fnmatch.fnmatch(name, self.pattern):
             return "pattern"
         if is_dir:
-            if _HF_DIR.match(name):
+            if HF_DIR.match(name):
                 return "hf-trainer"
             try:
                 inner = set(os.listdir(path))
             except OSError:
                 return None
-            return _folder_kind(name, inner)
+            return folder_kind(name, inner)
         if name.lower().endswith(CHECKPOINT_SUFFIXES):
             return "file"
         return None
@@ -339,7 +305,7 @@ class CheckpointScanner:
                 self._top_stale = True
 
     def _refresh(self, entry: _Entry, now: float) -> None:
-        size, mtime_ns = _measure(entry.path, entry.is_dir)
+        size, mtime_ns = measure(entry.path, entry.is_dir)
         if mtime_ns < 0:  # vanished between listing and stat
             return
         sig = (size, mtime_ns)
@@ -443,70 +409,6 @@ def _order(entry: _Entry) -> tuple[float, int]:
     return (entry.mtime, -1 if entry.step is None else entry.step)
 
 
-def _self_kind(folder: Path, listed: list[str]) -> str | None:
-    """The watched folder is itself one save (an accelerate ``save_state`` target, a
-    checkpoint-N folder watched directly) only when it holds optimizer state and no
-    checkpoint folders of its own: a bare ``pytorch_model.bin`` beside others is a file."""
-    names = set(listed)
-    if "optimizer.bin" in names or "random_states_0.pkl" in names:
-        kind = "accelerate"
-    elif "trainer_state.json" in names and "optimizer.pt" in names:
-        kind = "hf-trainer"
-    else:
-        return None  # the common case, decided without looking at every name
-    if any((_HF_DIR.match(n) or _ACCEL_DIR.match(n)) and os.path.isdir(folder / n)
-           for n in names):
-        return None
-    return kind
-
-
-def _folder_kind(name: str, inner: set[str]) -> str | None:
-    """What kind of save a folder holding ``inner`` is, or None."""
-    if "trainer_state.json" in inner or _HF_DIR.match(name):
-        return "hf-trainer"
-    has_weights = any(w in inner for w in WEIGHT_FILES) or any(
-        n.startswith(("model_", "pytorch_model_")) and n.endswith((".safetensors", ".bin"))
-        for n in inner
-    )
-    if any(m in inner for m in ACCELERATE_MARKERS) or any(
-        n.startswith("random_states_") for n in inner
-    ):
-        return "accelerate"
-    if has_weights or _ACCEL_DIR.match(name):
-        return "folder"
-    return None
-
-
-def _measure(path: Path, is_dir: bool) -> tuple[int, int]:
-    """(total size, newest mtime in ns) of a file, or of a folder's files (3 levels)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return 0, -1
-    if not is_dir:
-        return st.st_size, st.st_mtime_ns
-    size, newest = 0, st.st_mtime_ns
-    stack = [(os.fspath(path), 0)]
-    while stack:
-        current, depth = stack.pop()
-        try:
-            with os.scandir(current) as listing:
-                for child in listing:
-                    try:
-                        cst = child.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    newest = max(newest, cst.st_mtime_ns)
-                    if child.is_dir(follow_symlinks=False):
-                        if depth < 3:
-                            stack.append((child.path, depth + 1))
-                    else:
-                        size += cst.st_size
-        except OSError:
-            continue
-    return size, newest
-
-
 def _info(entry: _Entry, now: float) -> CheckpointInfo:
     return CheckpointInfo(
         path=entry.path,
@@ -532,87 +434,3 @@ def _free_bytes(folder: Path) -> int | None:
 
 def _norm(path: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.fspath(path))
-
-
-# ------------------------------------------------------------------ interval advice
-
-
-@dataclass(frozen=True)
-class Advice:
-    overhead: float  # fraction of time spent saving at the current interval
-    worst_case_loss_seconds: float  # work lost if interrupted just before a save completes
-    optimum_seconds: float  # Young's interval, uncapped
-    advised_seconds: float  # optimum capped so the worst-case loss stays tolerable
-    advised_overhead: float
-    message: str | None  # plain words when current and advised are far apart
-
-
-def interval_advice(
-    save_seconds: float,
-    interval_seconds: float,
-    tolerable_loss_seconds: float,
-    mtbi_seconds: float,
-) -> Advice:
-    """How often to save (D18): balance the cost of one save against the work at risk.
-
-    Overhead is ``save / interval``; an interruption just before a save completes loses
-    ``interval + save``. The optimum interval is Young's first-order approximation
-    ``sqrt(2 * save * MTBI)`` (J. W. Young, "A first order approximation to the optimum
-    checkpoint interval", CACM 17(9), 1974; refined by J. T. Daly, "A higher order
-    estimate of the optimum checkpoint interval for restart dumps", FGCS 22(3), 2006,
-    whose correction is negligible while save << MTBI), capped so the worst-case loss
-    stays within the tolerable loss. ``mtbi_seconds`` may be ``math.inf`` (no
-    interruption expected): then the tolerable loss alone sets the interval.
-
-    A message is given when the current interval and the advised one differ by more
-    than a factor 1.5, or when the current worst-case loss exceeds the tolerable loss.
-    """
-    for name, value in (
-        ("save_seconds", save_seconds),
-        ("interval_seconds", interval_seconds),
-        ("tolerable_loss_seconds", tolerable_loss_seconds),
-        ("mtbi_seconds", mtbi_seconds),
-    ):
-        if not value > 0 or math.isnan(value):
-            raise ValueError(f"{name} must be positive, got {value!r}")
-    overhead = save_seconds / interval_seconds
-    worst = interval_seconds + save_seconds
-    optimum = math.sqrt(2.0 * save_seconds * mtbi_seconds)
-    cap = max(tolerable_loss_seconds - save_seconds, save_seconds)
-    advised = _round_interval(min(optimum, cap))
-    advised_overhead = save_seconds / advised
-    ratio = max(advised / interval_seconds, interval_seconds / advised)
-    message = None
-    if ratio > 1.5 or worst > tolerable_loss_seconds:
-        message = (
-            f"saving every {format_duration(interval_seconds)} costs "
-            f"{overhead * 100:.1f} % and risks {format_duration(worst)}; tolerable loss is "
-            f"{format_duration(tolerable_loss_seconds)}: every {format_duration(advised)} "
-            f"would cost {advised_overhead * 100:.1f} %"
-        )
-    return Advice(overhead, worst, optimum, advised, advised_overhead, message)
-
-
-def _round_interval(seconds: float) -> float:
-    # Down to whole minutes (whole seconds under 10 minutes): a cap stays a cap.
-    if seconds >= 600:
-        return float(math.floor(seconds / 60) * 60)
-    return float(max(1, math.floor(seconds)))
-
-
-def format_duration(seconds: float) -> str:
-    """``45s``, ``2m30s``, ``30m``, ``1h45m``, ``2h``, ``1d6h``."""
-    total = int(round(seconds))
-    if total < 60:
-        return f"{total}s"
-    if total < 600:
-        minutes, secs = divmod(total, 60)
-        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
-    total_minutes = int(round(total / 60))
-    hours, minutes = divmod(total_minutes, 60)
-    if hours == 0:
-        return f"{minutes}m"
-    if hours < 24:
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours}h" if hours else f"{days}d"

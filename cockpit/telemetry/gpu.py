@@ -11,23 +11,41 @@ The module is injected (`GpuSampler(nvml=fake_module)`) so tests run this
 code against `fake_nvml`; with nothing injected the real pynvml is imported
 lazily in `start()`, never at import time. One sampler is used from one
 thread (the engine's telemetry worker); it is not thread-safe.
+
+NVML's vocabulary (codes, fixes in words, throttle decoding, Xid hints, loading
+pynvml, the psutil process lookup) lives in :mod:`cockpit.telemetry.gpu_nvml`.
 """
 
 from __future__ import annotations
 
-import ctypes
-import math
-import os
 import time
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-import psutil
-
 from cockpit.telemetry.fake_nvml import FakeNvml
+from cockpit.telemetry.gpu_nvml import (
+    ALARMING_THROTTLE,
+    EVENT_DBE,
+    EVENT_XID,
+    INIT_FIXES,
+    LOST_FIX,
+    MAX_EVENTS_PER_TICK,
+    SUPPORT_CODES,
+    XID_HINTS,
+    Candidate,
+    DeviceState,
+    Lost,
+    Never,
+    handle_key,
+    nvml_text,
+    psutil_describe,
+)
+from cockpit.telemetry.gpu_nvml import decode_throttle as decode_throttle  # re-exported
+from cockpit.telemetry.gpu_nvml import load_pynvml as load_pynvml  # re-exported
+from cockpit.telemetry.gpu_nvml import (
+    simulate_count_from_env as simulate_count_from_env,  # re-exported
+)
 from cockpit.telemetry.model import (
     GpuInfo,
     GpuProcess,
@@ -35,173 +53,6 @@ from cockpit.telemetry.model import (
     ReadingStatus,
     TelemetryEvent,
 )
-
-# NVML return codes are part of the C ABI; the module's own constants are used
-# when present, these only back them up.
-_SUPPORT_CODES = {
-    "NVML_ERROR_NO_PERMISSION": 4,
-    "NVML_ERROR_NOT_SUPPORTED": 3,
-    "NVML_ERROR_DRIVER_NOT_LOADED": 9,
-    "NVML_ERROR_TIMEOUT": 10,
-    "NVML_ERROR_LIBRARY_NOT_FOUND": 12,
-    "NVML_ERROR_FUNCTION_NOT_FOUND": 13,
-    "NVML_ERROR_GPU_IS_LOST": 15,
-    "NVML_ERROR_RESET_REQUIRED": 16,
-    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": 18,
-    "NVML_ERROR_GPU_NOT_FOUND": 28,
-    "NVML_ERROR_UNKNOWN": 999,
-}
-
-_INIT_FIXES = {
-    "NVML_ERROR_LIBRARY_NOT_FOUND": (
-        "NVML library not found: install the NVIDIA driver (libnvidia-ml.so.1)"
-    ),
-    "NVML_ERROR_DRIVER_NOT_LOADED": (
-        "NVIDIA driver not loaded: load it (sudo modprobe nvidia) or reboot"
-    ),
-    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": (
-        "driver/library version mismatch: reboot or reload the nvidia kernel module"
-    ),
-    "NVML_ERROR_NO_PERMISSION": (
-        "no permission to use the GPUs: check /dev/nvidia* permissions "
-        "(video group) or the container's --gpus flag"
-    ),
-}
-
-# Clock event ("throttle") reason bits, stable across NVML versions.
-THROTTLE_WORDS: tuple[tuple[int, str], ...] = (
-    (0x1, "idle"),
-    (0x2, "app clocks"),
-    (0x4, "power cap"),
-    (0x8, "hw slowdown"),
-    (0x10, "sync boost"),
-    (0x20, "sw thermal"),
-    (0x40, "hw thermal"),
-    (0x80, "power brake"),
-    (0x100, "display clock"),
-    (0x200, "board limit"),
-    (0x400, "reliability"),
-)
-# Reasons that mean the hardware is protecting itself, not normal operation.
-ALARMING_THROTTLE = frozenset({"hw slowdown", "sw thermal", "hw thermal", "power brake"})
-
-_XID_HINTS = {
-    13: "graphics engine exception (often an application bug)",
-    31: "GPU memory page fault (often an application bug)",
-    43: "GPU stopped processing",
-    45: "preemptive cleanup after an earlier error",
-    48: "double-bit ECC error",
-    63: "ECC page retirement / row remap",
-    64: "ECC page retirement / row remap failure",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    119: "GSP firmware timeout",
-    120: "GSP firmware error",
-}
-
-_EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
-_EVENT_DBE = 0x2  # nvmlEventTypeDoubleBitEccError
-_MAX_EVENTS_PER_TICK = 64
-_LOST_FIX = "check `dmesg` for Xid messages; it usually needs a reboot"
-
-# (label recorded when missing, attribute on the module, args after the handle)
-_Candidate = tuple[str, str, tuple[Any, ...]]
-
-
-def decode_throttle(mask: int) -> tuple[str, ...]:
-    """Clock event reason bits as words, lowest bit first."""
-    return tuple(word for bit, word in THROTTLE_WORDS if mask & bit)
-
-
-def load_pynvml() -> ModuleType:
-    """Import the real pynvml, hiding the FutureWarning of the deprecated `pynvml` dist."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        import pynvml
-    return pynvml
-
-
-def simulate_count_from_env(cli_value: int | None) -> int:
-    """GPUs to simulate: the CLI flag wins, else COCKPIT_SIMULATE_GPUS, else 0."""
-    if cli_value is not None:
-        if cli_value < 0:
-            raise ValueError(f"--simulate-gpus must be 0 or more, got {cli_value}")
-        return cli_value
-    raw = os.environ.get("COCKPIT_SIMULATE_GPUS", "").strip()
-    if not raw:
-        return 0
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"COCKPIT_SIMULATE_GPUS must be a whole number, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"COCKPIT_SIMULATE_GPUS must be 0 or more, got {value}")
-    return value
-
-
-def psutil_describe(pid: int) -> tuple[str | None, str | None, bool]:
-    """(user, command, visible) for a pid; visible=False when psutil cannot see it."""
-    try:
-        proc = psutil.Process(pid)
-        with proc.oneshot():
-            try:
-                user: str | None = proc.username()
-            except (psutil.AccessDenied, KeyError):
-                user = None  # KeyError: uid without a passwd entry (containers)
-            try:
-                command: str | None = " ".join(proc.cmdline()) or proc.name()
-            except psutil.AccessDenied:
-                command = None
-    except psutil.NoSuchProcess:  # includes zombies
-        return None, None, False
-    except psutil.Error:
-        return None, None, True  # it exists; we may not look at it
-    return user, command, True
-
-
-def _text(value: Any) -> str:
-    # nvidia-ml-py before 11.515 returned bytes for strings
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def _handle_key(handle: Any) -> int:
-    # pynvml hands back a fresh ctypes pointer in event data: compare addresses
-    try:
-        return ctypes.cast(handle, ctypes.c_void_p).value or id(handle)
-    except (TypeError, ctypes.ArgumentError):
-        return id(handle)
-
-
-class _Lost(Exception):
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-class _Never(Exception):
-    """Stands in for exception classes a module does not have."""
-
-
-@dataclass
-class _Device:
-    index: int
-    handle: Any = None
-    name: str | None = None
-    uuid: str | None = None
-    mem_total: int | None = None
-    power_limit: float | None = None
-    lost: bool = False
-    lost_reason: str | None = None
-    unsupported: set[str] = field(default_factory=set)
-    next_slow: float = -math.inf
-    temp: float | None = None
-    fan: float | None = None
-    ecc: int | None = None
-    ecc_reported: int = 0
-    sticky: list[tuple[float, str]] = field(default_factory=list)  # (until, warning)
 
 
 class GpuSampler:
@@ -242,15 +93,15 @@ class GpuSampler:
         self._closed = False
         self._error: str | None = None
         self._driver: str | None = None
-        self._devices: list[_Device] = []
-        self._by_key: dict[int, _Device] = {}
+        self._devices: list[DeviceState] = []
+        self._by_key: dict[int, DeviceState] = {}
         self._inaccessible: list[str] = []
         self._missing: set[str] = set()
-        self._chains: dict[str, list[_Candidate]] = {}
+        self._chains: dict[str, list[Candidate]] = {}
         self._codes: dict[str, int] = {}
         self._lost_codes: frozenset[int] = frozenset()
-        self._err: type[BaseException] = _Never
-        self._mismatch: type[BaseException] = _Never
+        self._err: type[BaseException] = Never
+        self._mismatch: type[BaseException] = Never
         self._event_set: Any = None
         self._pending: list[TelemetryEvent] = []
         self._tick_warnings: list[str] = []
@@ -292,7 +143,7 @@ class GpuSampler:
             return
         self._initialized = True
         try:
-            self._driver = _text(self._nvml.nvmlSystemGetDriverVersion())
+            self._driver = nvml_text(self._nvml.nvmlSystemGetDriverVersion())
         except Exception:
             self._driver = None
         try:
@@ -380,7 +231,7 @@ class GpuSampler:
 
     def _bind_module(self) -> None:
         nvml = self._nvml
-        self._codes = {name: getattr(nvml, name, code) for name, code in _SUPPORT_CODES.items()}
+        self._codes = {name: getattr(nvml, name, code) for name, code in SUPPORT_CODES.items()}
         self._lost_codes = frozenset(
             self._codes[n]
             for n in (
@@ -390,12 +241,12 @@ class GpuSampler:
                 "NVML_ERROR_GPU_NOT_FOUND",
             )
         )
-        self._err = getattr(nvml, "NVMLError", _Never)
-        self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", _Never)
+        self._err = getattr(nvml, "NVMLError", Never)
+        self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", Never)
         sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
         uncorrected = getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
         volatile = getattr(nvml, "NVML_VOLATILE_ECC", 0)
-        memory: list[_Candidate] = []
+        memory: list[Candidate] = []
         if hasattr(nvml, "nvmlMemory_v2"):
             # v2 excludes driver-reserved memory, matching nvidia-smi since R510
             memory.append(
@@ -405,7 +256,7 @@ class GpuSampler:
             self._missing.add("nvmlMemory_v2")
         memory.append(("nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo", ()))
 
-        def one(name: str, *args: Any) -> list[_Candidate]:
+        def one(name: str, *args: Any) -> list[Candidate]:
             return [(name, name, args)]
 
         self._chains = {
@@ -432,7 +283,7 @@ class GpuSampler:
     def _init_reason(self, exc: BaseException) -> str:
         code = getattr(exc, "value", None)
         if isinstance(exc, self._err) and isinstance(code, int):
-            for name, reason in _INIT_FIXES.items():
+            for name, reason in INIT_FIXES.items():
                 if code == self._codes.get(name):
                     return reason
             return f"NVML init failed ({exc}): run nvidia-smi to see what the driver says"
@@ -442,7 +293,7 @@ class GpuSampler:
         )
 
     def _open_device(self, index: int) -> None:
-        dev = _Device(index)
+        dev = DeviceState(index)
         try:
             dev.handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
         except self._err as exc:
@@ -454,16 +305,16 @@ class GpuSampler:
                 self._inaccessible.append(f"GPU{index} not accessible: {exc}")
             return
         self._devices.append(dev)
-        self._by_key[_handle_key(dev.handle)] = dev
+        self._by_key[handle_key(dev.handle)] = dev
         try:
             name = self._read(dev, "name")
             uuid = self._read(dev, "uuid")
             limit = self._read(dev, "power_limit")
-        except _Lost as lost:
+        except Lost as lost:
             self._mark_lost(dev, lost.error, self._clock(), self._pending)
             return
-        dev.name = None if name is None else _text(name)
-        dev.uuid = None if uuid is None else _text(uuid)
+        dev.name = None if name is None else nvml_text(name)
+        dev.uuid = None if uuid is None else nvml_text(uuid)
         dev.power_limit = None if limit is None else limit / 1000.0
 
     def _open_events(self) -> None:
@@ -478,8 +329,8 @@ class GpuSampler:
             if getattr(exc, "value", None) == self._codes["NVML_ERROR_FUNCTION_NOT_FOUND"]:
                 self._missing.add("nvmlEventSetCreate")
             return
-        wanted = getattr(nvml, "nvmlEventTypeXidCriticalError", _EVENT_XID) | getattr(
-            nvml, "nvmlEventTypeDoubleBitEccError", _EVENT_DBE
+        wanted = getattr(nvml, "nvmlEventTypeXidCriticalError", EVENT_XID) | getattr(
+            nvml, "nvmlEventTypeDoubleBitEccError", EVENT_DBE
         )
         registered = 0
         for dev in self._devices:
@@ -508,11 +359,11 @@ class GpuSampler:
 
     # --- per tick ------------------------------------------------------------
 
-    def _read(self, dev: _Device, key: str) -> Any:
+    def _read(self, dev: DeviceState, key: str) -> Any:
         """One field through its chain of functions, newest first.
 
         Returns None when the field is not supported on this device (remembered:
-        not asked again) or failed this tick (a warning); raises _Lost when the
+        not asked again) or failed this tick (a warning); raises Lost when the
         GPU is gone.
         """
         if key in dev.unsupported:
@@ -534,7 +385,7 @@ class GpuSampler:
                     self._drop(chain, label)
                     continue
                 if code in self._lost_codes:
-                    raise _Lost(exc) from exc
+                    raise Lost(exc) from exc
                 if code in (
                     self._codes["NVML_ERROR_NOT_SUPPORTED"],
                     self._codes["NVML_ERROR_NO_PERMISSION"],
@@ -546,13 +397,13 @@ class GpuSampler:
         dev.unsupported.add(key)  # no function for it in this driver
         return None
 
-    def _drop(self, chain: list[_Candidate], label: str) -> None:
+    def _drop(self, chain: list[Candidate], label: str) -> None:
         # the chain list is shared by all devices: a missing function is global
         self._missing.add(label)
         chain[:] = [c for c in chain if c[0] != label]
 
     def _sample_device(
-        self, dev: _Device, now: float, events: list[TelemetryEvent], seen: set[int]
+        self, dev: DeviceState, now: float, events: list[TelemetryEvent], seen: set[int]
     ) -> GpuInfo:
         if dev.lost:
             return self._info(dev, {})
@@ -578,12 +429,12 @@ class GpuSampler:
             if now >= dev.next_slow:
                 dev.next_slow = now + self._slow_interval
                 self._read_slow(dev, now, events)
-        except _Lost as lost:
+        except Lost as lost:
             self._mark_lost(dev, lost.error, now, events)
             return self._info(dev, {})
         return self._info(dev, values)
 
-    def _read_slow(self, dev: _Device, now: float, events: list[TelemetryEvent]) -> None:
+    def _read_slow(self, dev: DeviceState, now: float, events: list[TelemetryEvent]) -> None:
         temp = self._read(dev, "temp")
         dev.temp = None if temp is None else float(temp)
         fan = self._read(dev, "fan")
@@ -633,7 +484,7 @@ class GpuSampler:
         if self._event_set is None:
             return
         wait = self._nvml.nvmlEventSetWait
-        for _ in range(_MAX_EVENTS_PER_TICK):
+        for _ in range(MAX_EVENTS_PER_TICK):
             try:
                 data = wait(self._event_set, 0)  # timeout 0: never blocks the tick
             except self._err as exc:
@@ -643,19 +494,19 @@ class GpuSampler:
             except Exception as exc:
                 self._tick_warnings.append(f"NVML event wait failed: {exc!r}")
                 return
-            dev = self._by_key.get(_handle_key(data.device))
+            dev = self._by_key.get(handle_key(data.device))
             index = dev.index if dev is not None else -1
             kind = int(data.eventType)
-            if kind & _EVENT_XID:
+            if kind & EVENT_XID:
                 xid = int(data.eventData)
-                hint = _XID_HINTS.get(xid, "see NVIDIA's Xid catalog")
+                hint = XID_HINTS.get(xid, "see NVIDIA's Xid catalog")
                 message = f"GPU{index}: Xid {xid} critical error: {hint}"
                 events.append(
                     TelemetryEvent(kind="gpu_xid", gpu=index, message=message, code=xid, at=now)
                 )
                 if dev is not None:
                     dev.sticky.append((now + self._sticky_s, message))
-            elif kind & _EVENT_DBE:
+            elif kind & EVENT_DBE:
                 if dev is not None and "ecc" not in dev.unsupported:
                     dev.next_slow = now  # the counter read this tick makes the event
                 else:
@@ -669,7 +520,7 @@ class GpuSampler:
                     )
 
     def _mark_lost(
-        self, dev: _Device, error: BaseException, now: float, events: list[TelemetryEvent]
+        self, dev: DeviceState, error: BaseException, now: float, events: list[TelemetryEvent]
     ) -> None:
         if dev.lost:
             return
@@ -679,17 +530,17 @@ class GpuSampler:
             TelemetryEvent(
                 kind="gpu_lost",
                 gpu=dev.index,
-                message=f"GPU{dev.index} lost ({dev.lost_reason}): {_LOST_FIX}",
+                message=f"GPU{dev.index} lost ({dev.lost_reason}): {LOST_FIX}",
                 code=getattr(error, "value", None),
                 at=now,
             )
         )
 
-    def _device_warnings(self, dev: _Device, now: float, info: GpuInfo) -> list[str]:
+    def _device_warnings(self, dev: DeviceState, now: float, info: GpuInfo) -> list[str]:
         out: list[str] = []
         if dev.lost:
             label = f" ({dev.name})" if dev.name else ""
-            out.append(f"GPU{dev.index}{label} lost: {dev.lost_reason}; {_LOST_FIX}")
+            out.append(f"GPU{dev.index}{label} lost: {dev.lost_reason}; {LOST_FIX}")
         if dev.ecc:
             out.append(f"GPU{dev.index}: {dev.ecc} volatile uncorrected ECC error(s)")
         alarming = [w for w in info.throttle if w in ALARMING_THROTTLE]
@@ -700,7 +551,7 @@ class GpuSampler:
             out.extend(msg for _, msg in dev.sticky)
         return out
 
-    def _info(self, dev: _Device, v: dict[str, Any]) -> GpuInfo:
+    def _info(self, dev: DeviceState, v: dict[str, Any]) -> GpuInfo:
         live = not dev.lost
         return GpuInfo(
             index=dev.index,

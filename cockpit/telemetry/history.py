@@ -1,6 +1,8 @@
-"""Bounded telemetry history for sparklines and trends.
+"""Bounded telemetry history for sparklines and trends: the cockpit's one history.
 
-This module owns the series buffers. Each series keeps two fixed-size
+This module owns the series buffers; the TUI's GPU sparklines read them (one
+``TelemetryHistory`` per app, fed each snapshot) and ``bench/telemetry_bench.py``
+measures them. Each series keeps two fixed-size
 float32 rings: the last `fine_points` samples at full rate (600 = 10 minutes
 at 1 Hz) and the last `coarse_points` one-minute means (4,320 = 72 hours).
 Everything is allocated up front, so memory stays flat however long the
@@ -83,7 +85,7 @@ class Ring:
 class Series:
     """Full-rate recent samples plus per-bucket means of the longer past."""
 
-    __slots__ = ("fine", "coarse", "bucket_s", "_bucket", "_sum", "_n")
+    __slots__ = ("fine", "coarse", "bucket_s", "pushed", "_bucket", "_sum", "_n")
 
     def __init__(
         self, fine_points: int = 600, coarse_points: int = 72 * 60, bucket_s: float = 60.0
@@ -91,6 +93,7 @@ class Series:
         self.fine = Ring(fine_points)
         self.coarse = Ring(coarse_points)
         self.bucket_s = bucket_s
+        self.pushed = 0  # samples ever added (missing ones too): the newest one's tick number
         self._bucket: int | None = None
         self._sum = 0.0
         self._n = 0
@@ -102,6 +105,7 @@ class Series:
     def push(self, value: float | None, now: float) -> None:
         v = _NAN if value is None else float(value)
         self.fine.push(v)
+        self.pushed += 1
         self._enter_bucket(int(now // self.bucket_s))
         if v == v:  # not NaN
             self._sum += v
@@ -118,6 +122,7 @@ class Series:
             return
         if step <= 0:
             raise ValueError("step must be positive")
+        self.pushed += n
         i = 0
         while i < n:
             bucket = int((start + i * step) // self.bucket_s)
@@ -182,6 +187,10 @@ class TelemetryHistory:
                 raise KeyError(f"unknown series {name!r} for {'host' if gpu is None else 'GPU'}")
             s = self._series[key] = Series(self._fine, self._coarse, self._bucket_s)
         return s
+
+    def find(self, name: str, gpu: int | None = None) -> Series | None:
+        """The series if it was ever recorded, else None (never creates one)."""
+        return self._series.get((name, gpu))
 
     def add(self, reading: GpuReading | None, host: HostInfo | None, now: float) -> None:
         if reading is not None:

@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -48,48 +49,9 @@ from cockpit.tui.themes import ThemeFile, ThemeMissing, resolve
 JOURNAL_ACTIONS = ("start_stage", "stop_run", "verify", "decide", "mark", "note", "cost",
                    "export")
 
-STRUCTURE = """
-Screen { layout: vertical; }
-#main { height: 1fr; }
-#top { height: auto; }
-#window { width: 1fr; height: 5; border: round $primary; padding: 0 1; }
-#budget { width: 36; height: 5; border: round $panel; padding: 0 1; }
-#gpus { height: auto; border: round $panel; padding: 0 1; }
-#stages { height: 1fr; min-height: 4; }
-#stages, #runs, #rules { border: round $panel; }
-#lower { height: auto; max-height: 8; }
-#runs { width: 3fr; height: auto; max-height: 8; }
-#rules { width: 1fr; min-width: 30; height: auto; max-height: 8; }
-#bottom { height: auto; }
-#timeline { width: 3fr; height: auto; border: round $panel; padding: 0 1; }
-#warnings { height: auto; max-height: 3; padding: 0 1; }
-#events { width: 2fr; height: 8; border: round $panel; }
-Screen.-narrow #events { display: none; }
-Screen.-narrow #rules { display: none; }
-Screen.-narrow #budget { display: none; }
-Screen.-short #timeline { display: none; }
-Screen.-short #events { display: none; }
-Screen.-short #lower, Screen.-short #runs, Screen.-short #rules { max-height: 5; }
-Screen.-tiny #events, Screen.-tiny #timeline, Screen.-tiny #lower { display: none; }
-Screen.-tiny #gpus { border: none !important; padding: 0; }
-Screen.-tiny #window { height: 3; border: none !important; padding: 0; }
-Screen.-tiny #budget { display: none; }
-.dialog { align: center middle; }
-.dialog-box { width: 70; max-width: 95%; height: auto; max-height: 90%;
-              border: thick $primary; background: $surface; padding: 1 2; }
-.dialog-box.-wide { width: 100; }
-.dialog-title { text-style: bold; width: 100%; margin-bottom: 1; }
-.dialog-body { margin-bottom: 1; }
-.dialog-hint { color: $text-muted; margin-top: 1; }
-.dialog-error { color: $error; height: auto; }
-.dialog-buttons { height: auto; align-horizontal: right; }
-.dialog-buttons Button { margin-left: 2; }
-.info-scroll { height: auto; max-height: 30; }
-#pick-list { height: auto; max-height: 14; }
-#decide-outcome { height: 5; }
-#decide-drops { height: auto; max-height: 8; }
-TimelineScreen { padding: 1 2; }
-"""
+# The structural CSS (layout, sizes, breakpoints): loaded after the themes, so it wins
+# ties the way the inline CSS string it replaces did.
+STRUCTURE_PATH = Path(__file__).with_name("cockpit.tcss")
 
 
 class SnapshotTaken(Message):
@@ -126,7 +88,7 @@ def rich_color(value: str) -> str:
 
 
 class CockpitApp(App[int]):
-    CSS = STRUCTURE
+    CSS_PATH = STRUCTURE_PATH
     TITLE = "cockpit"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-tiny"), (22, "-short"), (32, "-tall")]
@@ -155,7 +117,7 @@ class CockpitApp(App[int]):
             chosen, themes = resolve(theme)
             theme = chosen.name
         self.themes = themes
-        super().__init__(css_path=[t.path for t in themes.values()])
+        super().__init__(css_path=[*(t.path for t in themes.values()), STRUCTURE_PATH])
         self.engine = engine
         # Called after each tick in the worker (the demo plays the person's part here).
         self.after_tick = after_tick

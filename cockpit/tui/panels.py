@@ -9,7 +9,6 @@ sparklines, the event log) are bounded.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -22,7 +21,7 @@ from textual.widgets.data_table import ColumnKey
 
 from cockpit.planning.schedule import Slot
 from cockpit.snapshot import RunView, Snapshot
-from cockpit.telemetry import GpuInfo, format_bytes
+from cockpit.telemetry import GpuInfo, Series, TelemetryHistory, format_bytes
 from cockpit.tui import text as tx
 from cockpit.units import format_duration, format_percent
 
@@ -139,46 +138,25 @@ class BudgetPanel(LivePanel):
 
 
 # ---------------------------------------------------------------------- GPUs
-class GpuHistory:
-    """Per-GPU util and memory %, bounded; one sparkline cell per ``per_cell`` ticks."""
+SPARK_TICKS_PER_CELL = 6  # one sparkline cell per 6 ticks: cells shift every 6 ticks
 
-    def __init__(self, cells: int = 16, per_cell: int = 6) -> None:
-        self.cells, self.per_cell = cells, per_cell
-        self._n: dict[int, int] = {}
-        self._util: dict[int, deque[float]] = {}
-        self._mem: dict[int, deque[float]] = {}
 
-    def add(self, gpus: Sequence[GpuInfo]) -> None:
-        size = self.cells * self.per_cell
-        for g in gpus:
-            if g.lost:
-                continue
-            self._n[g.index] = self._n.get(g.index, 0) + 1
-            if g.util is not None:
-                self._util.setdefault(g.index, deque(maxlen=size)).append(g.util)
-            if g.mem_used is not None and g.mem_total:
-                self._mem.setdefault(g.index, deque(maxlen=size)).append(
-                    g.mem_used / g.mem_total * 100)
+def spark_cells(series: Series | None, width: int, scale: float = 1.0,
+                per_cell: int = SPARK_TICKS_PER_CELL) -> list[float]:
+    """The newest ``width`` sparkline cells of a series: the max of each ``per_cell`` ticks.
 
-    def _cells(self, values: deque[float] | None, n: int, width: int) -> list[float]:
-        if not values:
-            return []
-        # Group by absolute tick so cells only shift every per_cell ticks.
-        items = list(values)
-        first = n - len(items)
-        groups: dict[int, list[float]] = {}
-        for i, v in enumerate(items):
-            groups.setdefault((first + i) // self.per_cell, []).append(max(0.0, v))
-        return [max(groups[k]) for k in sorted(groups)][-width:]
-
-    def util(self, index: int, width: int) -> list[float]:
-        return self._cells(self._util.get(index), self._n.get(index, 0), width)
-
-    def mem(self, index: int, width: int) -> list[float]:
-        return self._cells(self._mem.get(index), self._n.get(index, 0), width)
-
-    def nbytes(self) -> int:
-        return sum(len(d) for d in (*self._util.values(), *self._mem.values())) * 8
+    Cells are grouped by absolute tick number, so they shift only every ``per_cell``
+    ticks; missing samples (NaN) are left out, a cell with none is not drawn.
+    """
+    if series is None:
+        return []
+    values = series.recent((width + 1) * per_cell, skip_missing=False)
+    first = series.pushed - len(values)
+    groups: dict[int, list[float]] = {}
+    for i, v in enumerate(values):
+        if v == v:  # not NaN
+            groups.setdefault((first + i) // per_cell, []).append(max(0.0, v * scale))
+    return [max(groups[k]) for k in sorted(groups)][-width:]
 
 
 class GpuPanel(Vertical):
@@ -186,7 +164,8 @@ class GpuPanel(Vertical):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.history = GpuHistory()
+        # The one bounded history (telemetry.history); the sparklines read from it.
+        self.history = TelemetryHistory()
         self._rows: dict[int, LivePanel] = {}
 
     def compose(self) -> Any:
@@ -194,7 +173,7 @@ class GpuPanel(Vertical):
 
     def record(self, snap: Snapshot) -> None:
         """Collect history even while nothing is drawn (modal open)."""
-        self.history.add(snap.gpus.gpus)
+        self.history.add(snap.gpus, snap.host, snap.taken_at.timestamp())
 
     def render_snapshot(self, snap: Snapshot, levels: Levels) -> None:
         reading = snap.gpus
@@ -251,8 +230,8 @@ class GpuPanel(Vertical):
             parts += [("util ", ""), (tx.bar(util / 100, bar_w), _load(util, levels)),
                       (f" {util:3.0f}% ", "")]
         if spark_w:
-            parts.append((tx.sparkline(self.history.util(g.index, spark_w), spark_w),
-                          levels["accent"]))
+            cells = spark_cells(self.history.find("util", g.index), spark_w)
+            parts.append((tx.sparkline(cells, spark_w), levels["accent"]))
         if mem_frac is None:
             parts.append((" mem n/a".ljust(bar_w + 16), levels["muted"]))
         else:
@@ -260,8 +239,9 @@ class GpuPanel(Vertical):
                       (f" {(g.mem_used or 0) / 2**30:3.0f}/{(g.mem_total or 0) / 2**30:.0f}G ",
                        "")]
         if spark_w:
-            parts.append((tx.sparkline(self.history.mem(g.index, spark_w), spark_w),
-                          levels["accent"]))
+            cells = spark_cells(self.history.find("mem_used", g.index), spark_w,
+                                scale=100 / g.mem_total) if g.mem_total else []
+            parts.append((tx.sparkline(cells, spark_w), levels["accent"]))
         parts.append((f" {g.temp:3.0f}°C" if g.temp is not None else " temp n/a", ""))
         if g.power is not None:
             limit = f"/{g.power_limit:.0f}" if g.power_limit else ""

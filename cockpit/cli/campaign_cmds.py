@@ -1,0 +1,227 @@
+"""The commands about the campaign as a whole: check, plan, status, headless, tui, demo,
+init.
+
+This module owns their handlers: the read-only ones (check, plan and its text and JSON
+renderings, status and its light ``--line`` path) and the ones that hand over to a
+face (headless, tui, demo) or to the scaffold (init). Their arguments are declared in
+:func:`cockpit.cli.build_parser`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from cockpit.cli.common import EXIT_OK, acting
+from cockpit.units import format_hours
+
+
+def _samplers(campaign: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from cockpit.engine import default_samplers
+    from cockpit.telemetry import simulate_count_from_env
+
+    gpu, host = default_samplers(campaign, simulate_count_from_env(args.simulate_gpus))
+    return {"gpu_sampler": gpu, "host_sampler": host}
+
+
+# A headless instance writes a status line each tick; one fresher than this is "live".
+LIVE_STATUS_S = 15.0
+
+
+def _line_from_status_log(file: str) -> str | None:
+    import time
+    from pathlib import Path
+
+    from cockpit.statusline import read_last_line, status_line
+
+    log = Path(file).resolve().parent / ".cockpit" / "status.jsonl"
+    try:
+        if time.time() - log.stat().st_mtime > LIVE_STATUS_S:
+            return None
+    except OSError:
+        return None
+    last = read_last_line(log)
+    if last is None:
+        return None
+    try:
+        return status_line(json.loads(last))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@acting
+def cmd_status(args: argparse.Namespace) -> int:
+    if args.line:
+        line = _line_from_status_log(args.file)
+        if line is not None:
+            print(line)
+            return EXIT_OK
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+    from cockpit.render_text import status_text
+    from cockpit.snapshot import snapshot_json
+    from cockpit.statusline import status_line
+    from cockpit.statuslog import compact_json
+
+    campaign = load_campaign(args.file)
+    if args.line:
+        # No long NVML init for a status bar: GPUs show as n/a unless simulated.
+        samplers = _samplers(campaign, args) if args.simulate_gpus else {}
+        engine = Engine(campaign, read_only=True, **samplers)
+        try:
+            print(status_line(compact_json(engine.tick())))
+        finally:
+            engine.close()
+        return EXIT_OK
+    engine = Engine(campaign, read_only=True, **_samplers(campaign, args))
+    try:
+        snap = engine.tick()
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps(snapshot_json(snap), indent=2))
+    else:
+        print(status_text(snap))
+    return EXIT_OK
+
+
+@acting
+def cmd_tui(args: argparse.Namespace) -> int:
+    from cockpit.tui.app import run_tui
+
+    return run_tui(args)
+
+
+@acting
+def cmd_demo(args: argparse.Namespace) -> int:
+    from cockpit.demo import run_demo
+
+    return run_demo(args)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from cockpit.scaffold import run_init
+
+    return run_init(args)
+
+
+@acting
+def cmd_headless(args: argparse.Namespace) -> int:
+    from cockpit.headless import run_headless
+
+    return run_headless(args)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from cockpit.campaign import load_campaign
+    from cockpit.planning.advice import plan_warnings
+
+    campaign = load_campaign(args.file)
+    for warning in plan_warnings(campaign):
+        print(f"{args.file}: warning: {warning}", file=sys.stderr)
+    print("ok")
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from cockpit.campaign import load_campaign
+    from cockpit.planning.advice import plan_warnings
+    from cockpit.planning.schedule import plan_campaign
+
+    campaign = load_campaign(args.file)
+    plan = plan_campaign(campaign, args.overrun)
+    warnings = plan_warnings(campaign)
+    if args.json:
+        print(json.dumps(plan_json(campaign, plan, warnings), indent=2))
+        return EXIT_OK
+    print(render_plan(campaign, plan, warnings))
+    return EXIT_OK
+
+
+def plan_json(campaign: Any, plan: Any, warnings: list[str]) -> dict[str, Any]:
+    f = plan.figures
+    return {
+        "campaign": campaign.id,
+        "question": campaign.question,
+        "offer": campaign.package.offer.id,
+        "count": campaign.package.count,
+        "window_start": campaign.package.start.isoformat(),
+        "window_hours": f.window_hours,
+        "reserved_hours": f.reserved_hours,
+        "unused_hours": f.unused_hours,
+        "exceeds_by_hours": f.exceeds_by_hours,
+        "overrun_hours": f.overrun_hours,
+        "fits": f.fits,
+        "gpu_busy_hours": f.gpu_busy_hours,
+        "human_hours": f.human_hours,
+        "cost": plan.cost.as_json() if plan.cost else None,
+        "cost_note": None if plan.cost else "offer price unknown: state it under offers:",
+        "stages": [
+            {
+                "id": s.stage.id,
+                "start_hours": round(s.start, 4),
+                "end_hours": round(s.end, 4),
+                "hours": round(s.hours, 4),
+                "resource": s.stage.resource_label,
+                "category": s.stage.category,
+                "machine": s.stage.machine,
+                "decision_point": s.stage.decision_point,
+            }
+            for s in plan.slots
+        ],
+        "options": [_option_json(o) for o in plan.options],
+        "warnings": warnings,
+    }
+
+
+def _option_json(option: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": option.kind, "fits": option.fits,
+                           "reserved_hours": option.reserved_hours}
+    if option.kind == "offer":
+        out["offer"] = option.offer
+        out["cost"] = option.cost.as_json() if option.cost else None
+    else:
+        out["drops"] = list(option.drops)
+        out["saves_hours"] = option.saves_hours
+    return out
+
+
+def render_plan(campaign: Any, plan: Any, warnings: list[str]) -> str:
+    pkg = campaign.package
+    f = plan.figures
+    cost = str(plan.cost) if plan.cost else "price unknown"
+    lines = [
+        f"campaign {campaign.id} · {pkg.offer.id} × {pkg.count} · {cost} for the package"
+        f" · window {format_hours(f.window_hours)} h from {pkg.start.isoformat()}",
+    ]
+    if campaign.question:
+        lines.append(f"question: {campaign.question}")
+    lines.append("")
+    width = max(len("stage"), *(len(s.stage.id) for s in plan.slots))
+    lines.append(f"{'stage':<{width}}  {'resource':<9} {'category':<11} {'start':>6} {'end':>6}"
+                 f" {'hours':>6}")
+    for slot in plan.slots:
+        mark = " ◆ decision" if slot.stage.decision_point else ""
+        lines.append(f"{slot.stage.id:<{width}}  {slot.stage.resource_label:<9} "
+                     f"{slot.stage.category:<11} {slot.start:>6.1f} {slot.end:>6.1f} "
+                     f"{slot.hours:>6.1f}{mark}")
+    lines.append("")
+    reserved = f"reserved {format_hours(f.reserved_hours)} h"
+    if f.overrun_hours:
+        reserved += f" (with a {format_hours(f.overrun_hours)} h overrun)"
+    window = f"of a {format_hours(f.window_hours)} h window"
+    if f.fits:
+        lines.append(f"{reserved} {window} · unused {format_hours(f.unused_hours)} h · fits")
+    else:
+        lines.append(f"{reserved} {window} · EXCEEDS by {format_hours(f.exceeds_by_hours)} h")
+    lines.append(f"GPU busy {format_hours(f.gpu_busy_hours)} h · human "
+                 f"{format_hours(f.human_hours)} h · durations are the plan's, not a promise "
+                 "of the provider (D7)")
+    if plan.options:
+        lines.append("options (D11):")
+        lines.extend(f"  - {o.describe()}" for o in plan.options)
+    for warning in warnings:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)

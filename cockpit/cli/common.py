@@ -1,0 +1,37 @@
+"""What every CLI command shares: exit codes, the handler type, refusals as exit 1.
+
+This module owns ``EXIT_OK`` / ``EXIT_BAD_INPUT`` / ``EXIT_INTERNAL`` (re-exported by
+:mod:`cockpit.cli`) and ``acting``, the wrapper that turns an action refused for a
+reason into one line and exit 1 (and an unusable journal into exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in the cockpit, never a verdict on the campaign
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def acting(handler: Handler) -> Handler:
+    """Actions refused for a reason (not bad input) print it and exit 1."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        from cockpit.errors import ActionRefused
+        from cockpit.journal import JournalError
+
+        try:
+            return handler(args)
+        except ActionRefused as exc:
+            print(f"cockpit {args.command}: refused: {exc}", file=sys.stderr)
+            return 1
+        except JournalError as exc:
+            print(f"cockpit {args.command}: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+
+    return wrapped

@@ -1,0 +1,270 @@
+"""The checks of verify-export, each on its own (D22, D23).
+
+This module owns ``Check`` and the checks that ``verifier.verify_export`` runs on a
+bag: bag valid (bagit), runs accounted for, expected ids, no empty file, adapters
+pinned, artifacts reload. The "no temporary paths" check lives in ``temp_paths``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cockpit.acceptance import compare_ids, read_expected_ids, read_prediction_ids
+from cockpit.runs.reload_check import run_verify_command
+
+ACCOUNTED = ("accepted", "stopped", "dropped", "not_run", "rejected", "failed", "skipped")
+
+
+MOVING_REFS = ("", "main", "master", "head", "latest", "none", "null")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    failures: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    detail: str = ""
+
+
+def bag_valid(bag: Path) -> Check:
+    import bagit
+
+    logging.getLogger("bagit").setLevel(logging.WARNING)
+    try:
+        bagit.Bag(str(bag)).validate(processes=1)
+    except bagit.BagValidationError as exc:
+        problems = [str(d) for d in exc.details] or [exc.message]
+        if not exc.details:
+            # bagit stops at the size summary (Payload-Oxum): name the files ourselves.
+            problems += _manifest_problems(bag)
+        return Check("bag valid", False, tuple(problems[:50]))
+    except bagit.BagError as exc:
+        return Check("bag valid", False, (f"not a valid bag: {exc}",))
+    return Check("bag valid", True, detail="every hash matches (BagIt, sha256)")
+
+
+def _manifest_problems(bag: Path) -> list[str]:
+    from cockpit.journal import sha256_file
+
+    problems: list[str] = []
+    listed: set[str] = set()
+    try:
+        lines = (bag / "manifest-sha256.txt").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ["manifest-sha256.txt is missing"]
+    for line in lines:
+        digest, _, rel = line.partition("  ")
+        rel = rel.replace("%0D", "\r").replace("%0A", "\n")
+        listed.add(rel)
+        target = bag / rel
+        if not target.is_file():
+            problems.append(f"{rel} is listed in the manifest but missing")
+        elif sha256_file(target) != digest:
+            problems.append(f"{rel}: sha256 does not match the manifest (changed after export)")
+    for path in payload_files(bag):
+        rel = path.relative_to(bag).as_posix()
+        if rel not in listed:
+            problems.append(f"{rel} is not in the manifest (added after export)")
+    return problems
+
+
+def _journal_verdicts(bag: Path) -> dict[str, str]:
+    verdicts: dict[str, str] = {}
+    path = bag / "data" / "journal" / "journal.jsonl"
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return verdicts
+    for line in lines:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(ev, dict):
+            continue
+        if ev.get("kind") in ("result_accepted", "result_rejected") and ev.get("run"):
+            verdicts[str(ev["run"])] = "accepted" if ev["kind"] == "result_accepted" \
+                else "rejected"
+        elif ev.get("kind") == "run_started" and ev.get("run"):
+            verdicts.pop(str(ev["run"]), None)
+    return verdicts
+
+
+def _plan_runs(bag: Path, manifest: dict[str, Any]) -> tuple[list[str], str | None]:
+    plan_rel = (manifest.get("plan") or {}).get("path")
+    plan = bag / plan_rel if plan_rel else None
+    if plan is None or not plan.is_file():
+        candidates = sorted((bag / "data" / "plan").glob("*.y*ml")) \
+            if (bag / "data" / "plan").is_dir() else []
+        plan = candidates[0] if candidates else None
+    if plan is None:
+        return [], "the plan copy is missing from data/plan/"
+    try:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser when present
+        doc = yaml.load(plan.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
+    except (OSError, yaml.YAMLError) as exc:
+        return [], f"the plan copy cannot be read: {exc}"
+    if not isinstance(doc, dict):
+        return [], "the plan copy is not a campaign file"
+    runs = list(doc.get("runs") or {}) if isinstance(doc.get("runs"), dict) else []
+    for stage in doc.get("stages") or []:
+        if isinstance(stage, dict) and isinstance(stage.get("run"), str) \
+                and stage["run"] not in runs:
+            runs.append(stage["run"])
+    return runs, None
+
+
+def runs_accounted(bag: Path, manifest: dict[str, Any]) -> Check:
+    name = "runs accounted for"
+    plan_runs, problem = _plan_runs(bag, manifest)
+    if problem:
+        return Check(name, False, (problem,))
+    listed: dict[str, Any] = manifest.get("runs") or {}
+    verdicts = _journal_verdicts(bag)
+    failures: list[str] = []
+    warnings: list[str] = []
+    counts: dict[str, int] = {}
+    for run_id in plan_runs:
+        entry = listed.get(run_id)
+        if not isinstance(entry, dict):
+            failures.append(f"run {run_id} of the plan is not accounted for in the export")
+            continue
+        status, reason = entry.get("status"), str(entry.get("reason") or "").strip()
+        counts[str(status)] = counts.get(str(status), 0) + 1
+        if status == "unjudged":
+            warnings.append(f"run {run_id} finished but was never accepted or rejected")
+        elif status == "running":
+            failures.append(f"run {run_id} was still running at the export: its result is "
+                            "not in it")
+        elif status not in ACCOUNTED:
+            failures.append(f"run {run_id} has an unknown status {status!r}")
+        elif status in ("stopped", "rejected", "failed", "dropped") and not reason:
+            failures.append(f"run {run_id} is {status} without a reason (D15)")
+        if status == "accepted" and verdicts.get(run_id) != "accepted":
+            failures.append(f"run {run_id} is listed as accepted but the journal has no "
+                            "accepted verdict for it")
+    for run_id in listed:
+        if run_id not in plan_runs:
+            warnings.append(f"run {run_id} is in the export but not in the plan")
+    detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    return Check(name, not failures, tuple(failures), tuple(warnings), detail)
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def expected_ids(bag: Path, manifest: dict[str, Any]) -> Check:
+    name = "expected ids"
+    failures: list[str] = []
+    checked = 0
+    for run_id, entry in (manifest.get("runs") or {}).items():
+        if not isinstance(entry, dict) or entry.get("status") != "accepted":
+            continue
+        files = entry.get("files") or {}
+        expected_rel = files.get("expected_ids")
+        if not expected_rel:
+            continue
+        checked += 1
+        try:
+            expected = read_expected_ids(bag / expected_rel)
+        except OSError:
+            failures.append(f"run {run_id}: the expected ids file {expected_rel} is missing")
+            continue
+        preds = _as_list(files.get("predictions"))
+        if len(preds) != 1:
+            failures.append(f"run {run_id}: accepted with expected ids but "
+                            f"{'no' if not preds else 'several'} predictions file(s) in the "
+                            "export")
+            continue
+        try:
+            found = read_prediction_ids(bag / preds[0])
+        except (OSError, ValueError) as exc:
+            failures.append(f"run {run_id}: predictions unreadable: {exc}")
+            continue
+        failures += [f"run {run_id}: {p}" for p in compare_ids(expected, found)]
+    detail = f"{checked} accepted run(s) with expected ids" if checked else \
+        "no accepted run names expected ids"
+    return Check(name, not failures, tuple(failures), detail=detail)
+
+
+def payload_files(bag: Path) -> list[Path]:
+    data = bag / "data"
+    if not data.is_dir():
+        return []
+    out = []
+    for dirpath, _dirs, files in os.walk(data):
+        out += [Path(dirpath) / f for f in files]
+    return sorted(out)
+
+
+def no_empty(bag: Path) -> Check:
+    empty = [p.relative_to(bag).as_posix() for p in payload_files(bag)
+             if p.is_file() and p.stat().st_size == 0]
+    return Check("no empty file", not empty,
+                 tuple(f"{e} is empty (D23)" for e in empty))
+
+
+def adapters_pinned(manifest: dict[str, Any], entries: list[dict[str, Any]]) -> Check:
+    name = "adapters pinned"
+    failures: list[str] = []
+    adapters = [e for e in entries if e.get("kind") == "adapter"]
+    for e in adapters:
+        base, rev = e.get("base_model"), e.get("base_revision")
+        where = f"adapter of run {e.get('run')} ({e.get('path')})"
+        if not isinstance(base, str) or not base.strip():
+            failures.append(f"{where} carries no base model id (D23)")
+        if not isinstance(rev, str) or rev.strip().lower() in MOVING_REFS:
+            what = "no base model revision" if not rev else f"base revision {rev!r}, a moving " \
+                "branch name, not an exact revision"
+            failures.append(f"{where} carries {what} (D23)")
+    for run_id, entry in (manifest.get("runs") or {}).items():
+        if isinstance(entry, dict) and entry.get("kind") == "adapter" \
+                and entry.get("status") == "accepted" and not entry.get("base_revision") \
+                and not any(e.get("run") == run_id for e in adapters):
+            failures.append(f"accepted adapter run {run_id} has no base model revision (D23)")
+    detail = f"{len(adapters)} adapter artifact(s)" if adapters else "no adapter artifact"
+    return Check(name, not failures, tuple(failures), detail=detail)
+
+
+def artifacts_reload(bag: Path, manifest: dict[str, Any], entries: list[dict[str, Any]],
+                      reload: bool, verifier: Callable[..., Any]) -> Check:
+    name = "artifacts reload"
+    chosen = [e for e in entries if e.get("chosen_for_result")]
+    warnings: list[str] = []
+    for run_id, entry in (manifest.get("runs") or {}).items():
+        if isinstance(entry, dict) and entry.get("status") == "accepted" \
+                and not any(e.get("run") == run_id for e in chosen):
+            warnings.append(f"accepted run {run_id} has no artifact in this export")
+    if not reload:
+        return Check(name, True, (), tuple(warnings),
+                     f"skipped (--no-reload): {len(chosen)} artifact(s) not reloaded")
+    failures: list[str] = []
+    for e in chosen:
+        target = bag / str(e.get("path"))
+        if not target.exists():
+            failures.append(f"{e.get('path')} (run {e.get('run')}) is not in the bag")
+            continue
+        if e.get("verify_command"):
+            result = run_verify_command(list(e["verify_command"]), target, 600)
+        else:
+            result = verifier(target, str(e.get("kind", "train")),
+                              allow_unsafe=bool(e.get("allow_unsafe_pickle")),
+                              base_model=e.get("base_model"),
+                              base_revision=e.get("base_revision"))
+        if not result.ok:
+            failures.append(f"{e.get('path')} (run {e.get('run')}) does not reload in a fresh "
+                            "process: " + "; ".join(result.problems or ("unknown error",)))
+    detail = f"{len(chosen)} accepted artifact(s) reloaded in a fresh process"
+    return Check(name, not failures, tuple(failures), tuple(warnings), detail)

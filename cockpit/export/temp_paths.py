@@ -1,0 +1,105 @@
+"""verify-export's "no temporary paths" check: nothing in the bag points into a temp folder.
+
+This module owns what counts as temporary (/tmp, /var/tmp, $TMPDIR, /dev/shm, pytest
+and mkdtemp folders), ``is_temporary``, and the scan of the bag's text payload files
+for absolute paths (temporary ones fail, other paths outside the bag are warnings).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from cockpit.export.export_checks import Check, payload_files
+
+TEXT_SUFFIXES = (".txt", ".md", ".json", ".jsonl", ".yaml", ".yml", ".csv", ".tsv", ".cfg",
+                 ".ini", ".toml", ".log", ".py", ".sh", ".svg", ".sha256", ".ids", "")
+
+
+TEXT_MAX_BYTES = 64 * 1024 * 1024
+
+
+# An absolute path inside text: not preceded by a word character, ':' (URLs) or '/'.
+_ABS_PATH = re.compile(r"(?<![\w.~:/\\-])(/[^\s\"'<>|;,()\[\]{}=`*]+)")
+
+
+_TMP_PARTS = re.compile(r"^(pytest-of-.+|pytest-\d+|tmp[a-z0-9_]{8})$")
+
+
+def _temp_roots() -> list[str]:
+    roots = {"/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir()}
+    if os.environ.get("TMPDIR"):
+        roots.add(os.environ["TMPDIR"])
+    out = set()
+    for r in roots:
+        out.add(os.path.normpath(r))
+        out.add(os.path.realpath(r))
+    return sorted(out)
+
+
+def is_temporary(path: str, roots: list[str] | None = None) -> bool:
+    """Does ``path`` live in a temporary folder (that will not exist tomorrow)?"""
+    p = os.path.normpath(path)
+    for root in roots or _temp_roots():
+        if p == root or p.startswith(root.rstrip("/") + "/"):
+            return True
+    return any(_TMP_PARTS.match(part) for part in p.split("/"))
+
+
+def _under(path: str, folder: str | None) -> bool:
+    if not folder:
+        return False
+    p, f = os.path.normpath(path), os.path.normpath(folder)
+    return p == f or p.startswith(f.rstrip("/") + "/")
+
+
+def no_temp_paths(bag: Path, campaign_folder: Path | None) -> Check:
+    name = "no temporary paths"
+    roots = _temp_roots()
+    # The export's own root (the bag's folder and the tar beside it) is not "outside".
+    folders = [str(bag.parent)]
+    if campaign_folder is not None:
+        folders += [os.path.normpath(campaign_folder), os.path.realpath(campaign_folder)]
+    failures: list[str] = []
+    history_notes: list[str] = []
+    outside: dict[str, str] = {}
+    scanned = 0
+    for path in payload_files(bag):
+        if path.suffix.lower() not in TEXT_SUFFIXES:
+            continue
+        try:
+            if path.stat().st_size > TEXT_MAX_BYTES:
+                continue
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # binary after all
+        scanned += 1
+        rel = path.relative_to(bag).as_posix()
+        # The journal is history (which interpreter ran, where): a temporary path there
+        # is a fact to note, not something a reload depends on.
+        history = rel == "data/journal/journal.jsonl"
+        if history:
+            # Where earlier exports were written is history, not something results need.
+            text = "\n".join(line for line in text.splitlines()
+                              if '"kind": "export_done"' not in line)
+        seen: set[str] = set()
+        for match in _ABS_PATH.finditer(text):
+            found = match.group(1).rstrip(".:")
+            if found in seen or len(found) < 2:
+                continue
+            seen.add(found)
+            if any(_under(found, f) for f in folders):
+                continue
+            if is_temporary(found, roots):
+                if history:
+                    history_notes.append(f"{rel} records a temporary path (history): {found}")
+                else:
+                    failures.append(f"{rel} points into a temporary folder: {found}")
+            elif found.count("/") >= 2:
+                outside.setdefault(found, rel)
+    warnings = tuple(history_notes[:10]) + tuple(
+        f"{rel} names {p}, outside the export" for p, rel in outside.items())
+    return Check(name, not failures, tuple(failures[:50]), warnings,
+                 f"{scanned} text file(s) scanned")
