@@ -10,6 +10,7 @@ that picks one by the file's name. The guarantees they share are listed in
 from __future__ import annotations
 
 import csv
+import math
 import os
 import re
 import stat
@@ -239,7 +240,9 @@ class JsonlMetricsReader(_LineReader):
         for name, value in record.items():
             if name in ("t", "step"):
                 continue
-            number = to_float(value)
+            # JSON cannot spell NaN: pandas and JavaScript write it as null. A metric
+            # that is null is therefore NaN (a non_finite rule on it fires).
+            number = math.nan if value is None else to_float(value)
             if number is not None:
                 values[name] = number
         step = to_step(record.get("step"))

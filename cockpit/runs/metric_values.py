@@ -7,13 +7,14 @@ floats, booleans are not metrics) and ``loads_tolerant`` (JSON with bare NaN tok
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
+
+from cockpit.safe_json import TooDeep, loads_bounded
 
 Clock = Callable[[], float]
 
@@ -35,18 +36,32 @@ class ReadBatch:
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
+# NaN as C libraries print it with a payload or a kind: nan(0x1), -nan(ind), nan(snan).
+_NAN_WITH_PAYLOAD = re.compile(r"[-+]?nan\([\w.]*\)", re.IGNORECASE)
+_INFINITY_SIGN = {"∞": math.inf, "+∞": math.inf, "-∞": -math.inf, "−∞": -math.inf}
+
+
 def to_float(value: Any) -> float | None:
-    """A metric value as float, or None when it is not a number (booleans are not)."""
+    """A metric value as float, or None when it is not a number (booleans are not).
+
+    Non-finite values in every spelling seen in logs are values, not garbage: Python's
+    and JSON's (nan, inf, Infinity, any case and sign), C's NaN with a payload
+    (``nan(0x1)``, ``-nan(ind)``) and the infinity sign (``∞``, ``-∞``). A JSON
+    ``null`` is handled by the JSON-lines reader (it counts as NaN there).
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str):
+        text = value.strip()
         try:
             # float() already accepts nan/inf/infinity with any case and sign.
-            return float(value.strip())
+            return float(text)
         except ValueError:
-            return None
+            if _NAN_WITH_PAYLOAD.fullmatch(text):
+                return math.nan
+            return _INFINITY_SIGN.get(text)
     return None
 
 
@@ -89,10 +104,12 @@ def _json_spelling(match: re.Match[str]) -> str:
 def loads_tolerant(text: str) -> Any:
     """``json.loads`` that also accepts bare ``nan``, ``inf``, ``-inf``... in any case."""
     try:
-        return json.loads(text)
+        return loads_bounded(text)  # a line of 2,000 brackets is garbage, not a crash
+    except TooDeep:
+        raise
     except ValueError:
         # Only on failure: the rewrite costs a regex pass and most lines never need it.
-        return json.loads(_NONFINITE_TOKEN.sub(_json_spelling, text))
+        return loads_bounded(_NONFINITE_TOKEN.sub(_json_spelling, text))
 
 
 def new_point(step: int | None, values: dict[str, float], t: float | None) -> MetricPoint:
