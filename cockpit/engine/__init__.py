@@ -20,6 +20,7 @@ Where each behaviour lives:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -37,6 +38,27 @@ from cockpit.telemetry import GpuSampler, HostSampler
 
 class Engine(Guarding):
     """The facade the faces and the CLI use: ``tick`` plus the actions."""
+
+    @classmethod
+    def open(cls, path: str | Path, *, auto: bool = False, actor: str = "cockpit",
+             simulate_gpus: int | None = None, read_only: bool = False,
+             telemetry: bool = True, clock: Clock | Callable[[], datetime] | None = None,
+             ) -> Engine:
+        """Load the campaign file, start the default samplers, and make the engine.
+
+        ``simulate_gpus`` is the ``--simulate-gpus`` value (None: COCKPIT_SIMULATE_GPUS
+        or real NVML). ``telemetry=False`` samples nothing (a one-shot action needs no
+        NVML start-up)."""
+        from cockpit.campaign import load_campaign
+        from cockpit.telemetry import simulate_count_from_env
+
+        campaign = load_campaign(path)
+        gpu: GpuSampler | None = None
+        host: HostSampler | None = None
+        if telemetry:
+            gpu, host = default_samplers(campaign, simulate_count_from_env(simulate_gpus))
+        return cls(campaign, gpu_sampler=gpu, host_sampler=host, auto=auto,
+                   read_only=read_only, clock=clock, actor=actor)
 
     def tick(self, now: datetime | None = None) -> Snapshot:
         now = now or self.clock.now()

@@ -672,26 +672,18 @@ class CockpitApp(App[int]):
                  "y quits · n / Esc stays", lambda: self.exit(0))
 
 
-def run_tui(args: argparse.Namespace) -> int:
-    """``cockpit tui FILE`` / ``cockpit FILE``: 0 on quit, 2 on bad input."""
-    from cockpit.campaign import load_campaign
-    from cockpit.engine import default_samplers
-    from cockpit.telemetry import simulate_count_from_env
+def run_tui(args: argparse.Namespace, *,
+            after_tick: Callable[[Engine], list[dict[str, Any]]] | None = None) -> int:
+    """``cockpit tui FILE`` / ``cockpit FILE``: 0 on quit, 2 on bad input.
 
+    ``after_tick`` runs after each tick (the demo plays the person's part there)."""
     try:
         chosen, themes = resolve(getattr(args, "theme", None))
     except ThemeMissing as exc:
         print(f"cockpit: {exc}", file=sys.stderr)
         return 2
-    campaign = load_campaign(args.file)
-    gpu, host = default_samplers(campaign, simulate_count_from_env(args.simulate_gpus))
-    engine = Engine(campaign, gpu_sampler=gpu, host_sampler=host, auto=bool(args.auto),
-                    actor="tui")
-    after_tick = None
-    if getattr(args, "demo", False):
-        from cockpit.demo import play_person
-
-        after_tick = play_person
+    engine = Engine.open(args.file, auto=bool(args.auto), actor="tui",
+                         simulate_gpus=args.simulate_gpus)
     app = CockpitApp(engine, interval=float(args.interval), theme=chosen.name, themes=themes,
                      after_tick=after_tick)
     try:
