@@ -85,15 +85,15 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _run_headless(path: Path, args: argparse.Namespace) -> int:
-    from cockpit.engine import Engine, describe_event
+    from cockpit.engine import Engine
 
     engine = Engine.open(path, auto=True, actor="demo", simulate_gpus=args.simulate_gpus)
     deadline = time.monotonic() + args.timeout
     try:
         while True:
-            engine.tick()
-            for ev in engine.new_events:
-                print(f"{ev['t']} {describe_event(ev)}", flush=True)
+            snap = engine.tick()
+            for ev in snap.new_events:
+                print(f"{ev.fields['t']} {ev.text}", flush=True)
             if play_person(engine):
                 continue  # the person's part may have unblocked stages: tick again first
             verdict = engine.until_done(engine.state())
@@ -150,7 +150,8 @@ def summary(path: Path) -> str:
                      f"committed, {b.get('accepted')} accepted, "
                      + (f"{share['amount']} {share['currency']} per accepted result"
                         if share else f"per result undefined ({b.get('undefined_reason')})"))
-    exports = [e for e in engine.journal.events() if e.get("kind") == "export_done"]
+    # A fresh engine's first snapshot carries the whole journal as its new events.
+    exports = [e.fields for e in snap.new_events if e.kind == "export_done"]
     if exports:
         last = exports[-1]
         lines.append(f"  export: {last.get('path')} (verified: {last.get('verified')})")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cockpit.engine import Engine, describe_event
+from cockpit.engine import Engine
 from cockpit.statuslog import RotatingFile, compact_json, dumps, prometheus_text, write_atomic
 
 
@@ -46,20 +46,19 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
         if event_log is not None:
             event_log.write_line(line)
 
-    # Events from before this process started are history: print only what happens now.
-    seen = max((int(ev.get("seq", 0)) for ev in engine.journal.events()), default=0)
     try:
         while True:
             started = time.monotonic()
             snap = engine.tick()
-            events = [ev for ev in engine.new_events if int(ev.get("seq", 0)) > seen]
+            # Events from before this process started are history: print only what is new.
+            events = [ev for ev in snap.new_events if not ev.earlier]
             if flags["reopen"]:
                 flags["reopen"] = False
                 status_log.reopen()
                 if event_log is not None:
                     event_log.reopen()
             for ev in events:
-                emit(f"{ev['t']} {describe_event(ev)}")
+                emit(f"{ev.fields['t']} {ev.text}")
             status_log.write_line(dumps(compact_json(snap)))
             if prom is not None:
                 write_atomic(prom, prometheus_text(snap))

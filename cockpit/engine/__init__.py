@@ -62,7 +62,6 @@ class Engine(Guarding):
 
     def tick(self, now: datetime | None = None) -> Snapshot:
         now = now or self.clock.now()
-        self.new_events = []
         state = self.state(now)
         if not self.read_only:
             # Rules before exits: a run's last lines (a truncation count, a final NaN) are
@@ -85,7 +84,8 @@ class Engine(Guarding):
             host=self._host, telemetry_warnings=self._telemetry_warnings,
             gpu_memory=self._gpu_memory_by_run(state),
             journal_problems=tuple(self.journal.problems()), events=tuple(self._recent),
-            rules_hash=self._rules_hash, auto=self.auto)
+            rules_hash=self._rules_hash, auto=self.auto, new_events=tuple(self._fresh))
+        self._fresh = []
         return build_snapshot(self.campaign, state, obs, now)
 
 

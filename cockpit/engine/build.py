@@ -47,6 +47,7 @@ class Observations:
     events: tuple[EventLine, ...]
     rules_hash: str
     auto: bool
+    new_events: tuple[EventLine, ...] = ()
 
 
 def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
@@ -141,7 +142,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         count=pkg.count, window=window, stages=tuple(stages), runs=tuple(runs),
         rules=tuple(rules), pending_decisions=state.pending_decisions,
         revised=state.revised, gpus=obs.gpu, host=obs.host, warnings=tuple(warnings),
-        events=obs.events, auto=obs.auto, budget=budget(campaign, state, now))
+        events=obs.events, auto=obs.auto, budget=budget(campaign, state, now),
+        new_events=obs.new_events)
 
 
 def checkpoint_view(campaign: Campaign, run: Any, view: CheckpointScan | None,

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from cockpit.campaign.model import Campaign, Stage
@@ -106,7 +107,8 @@ class EngineCore:
         self._gpu: GpuReading = GpuReading("unavailable", "not sampled", (), (), (), None)
         self._host: HostInfo | None = None
         self._telemetry_warnings: tuple[str, ...] = ()
-        self.new_events: list[dict[str, Any]] = []  # journal events first seen during the last tick
+        # Journal events first seen since the last snapshot was built (they go into it).
+        self._fresh: list[EventLine] = []
         self._hook_runner = HookRunner(campaign.folder)
         self._keys: set[str] = set()  # "key" fields of journaled once-only events
         self._scanners: dict[str, CheckpointScanner | None] = {}
@@ -116,6 +118,9 @@ class EngineCore:
         settings = campaign.settings
         self._idle: dict[int, IdleDetector] = {}
         self._idle_args = (settings.idle_util_pct, settings.idle_grace_s)
+        # Events up to here are history: a face announces only what happens after.
+        self._opened_seq = max((int(ev.get("seq", 0)) for ev in self.journal.events()),
+                               default=0)
         if gpu_sampler is not None:
             gpu_sampler.start()
 
@@ -125,13 +130,15 @@ class EngineCore:
         events = self.journal.events()
         last = events[-1]["seq"] if events else 0
         if self._state is None or last != self._state_seq or len(events) != self._events_seen:
-            fresh = events[self._events_seen:]
-            self.new_events.extend(fresh)
-            for ev in fresh:
+            for ev in events[self._events_seen:]:
                 if "key" in ev:
                     self._keys.add(str(ev["key"]))
-                self._recent.append(EventLine(int(ev.get("seq", 0)), parse_t(ev), ev["kind"],
-                                              describe_event(ev)))
+                seq = int(ev.get("seq", 0))
+                line = EventLine(seq, parse_t(ev), ev["kind"], describe_event(ev),
+                                 fields=MappingProxyType(dict(ev)),
+                                 earlier=seq <= self._opened_seq)
+                self._recent.append(line)
+                self._fresh.append(line)
             self._events_seen = len(events)
             self._state = fold(self.campaign, events, now or self.clock.now())
             self._state_seq = last

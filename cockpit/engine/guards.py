@@ -194,7 +194,8 @@ class Guarding(Acting):
         for failure in self._hook_runner.poll():
             self.journal.append("warning", now=now, source="hook", message=failure)
         deciders = {s.id for s in self.campaign.stages if s.decision_point}
-        for event in list(self.new_events):
+        for line in list(self._fresh):
+            event = dict(line.fields)
             name = hook_event_name(event, deciders)
             if name is None or name not in hooks:
                 continue
