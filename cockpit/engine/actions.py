@@ -283,10 +283,12 @@ class Acting(Observing):
         run = self.campaign.runs.get(run_id) or self.campaign.runs.get(self._run_of(run_id))
         if run is None:
             raise InputError(f"{self.campaign.path}: no run {run_id!r}")
-        chosen = choose_checkpoint(self.campaign, run, which)
+        chosen = choose_checkpoint(self.campaign, run, which,
+                                   (now or self.clock.now()).timestamp())
         path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
         report = verify_run_checkpoint(self.campaign, run, path)
         attempt = self.state().runs[run.id].attempt
+        # Stamped when the reload has finished (it can take minutes).
         return self.journal.append("checkpoint_verified", now=now or self.clock.now(),
                                    run=run.id, attempt=attempt, auto=False, actor=self.actor,
                                    **report_fields(report))
@@ -298,7 +300,7 @@ class Acting(Observing):
         if run is None:
             raise InputError(f"{self.campaign.path}: no run {run_id!r}")
         now = now or self.clock.now()
-        chosen = choose_checkpoint(self.campaign, run, which)
+        chosen = choose_checkpoint(self.campaign, run, which, now.timestamp())
         path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
         result = resume_equivalence(self.campaign, run, path, checkpoint_step(chosen), now)
         return self.journal.append(
