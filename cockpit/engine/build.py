@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from cockpit.budget import budget
 from cockpit.campaign.model import Campaign
@@ -29,7 +28,7 @@ from cockpit.snapshot import (
     StageView,
     WindowView,
 )
-from cockpit.state import DONE, RUNNING, CampaignState
+from cockpit.state import DONE, RUNNING, CampaignState, RunState
 from cockpit.telemetry import GpuReading, HostInfo
 
 
@@ -146,7 +145,7 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         new_events=obs.new_events)
 
 
-def checkpoint_view(campaign: Campaign, run: Any, view: CheckpointScan | None,
+def checkpoint_view(campaign: Campaign, run: RunState, view: CheckpointScan | None,
                     now: datetime) -> CheckpointView | None:
     if view is None:
         return None

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import signal
 from datetime import datetime
-from typing import Any
 
 from cockpit.campaign.model import OPTIONAL_CATEGORIES
 from cockpit.conclusion import deadline_check, on_deadline
@@ -30,7 +29,7 @@ from cockpit.errors import ActionRefused
 from cockpit.hooks import hook_event_name
 from cockpit.planning.forecast import forecast
 from cockpit.runs.rules import Firing, check_points, check_restart
-from cockpit.state import DONE, FAILED, PENDING, RUNNING, STOPPED, CampaignState, fold
+from cockpit.state import DONE, FAILED, PENDING, RUNNING, STOPPED, CampaignState, RunState, fold
 from cockpit.units import format_duration
 
 HOOK_MAX_AGE_S = 600.0
@@ -55,7 +54,7 @@ class Guarding(Acting):
                 if firing is not None:
                     self._fire(run.id, firing, now)
 
-    def _since_restart(self, run: Any, now: datetime) -> float | None:
+    def _since_restart(self, run: RunState, now: datetime) -> float | None:
         """Seconds since the run last had a usable restart (a passing verification)."""
         if run.started_at is None:
             return None

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import psutil
 
@@ -27,6 +27,7 @@ from cockpit.telemetry import GpuReading, HostInfo
 
 
 # ---------------------------------------------------------------------- time
+@runtime_checkable
 class Clock(Protocol):
     def now(self) -> datetime:
         """The current time, timezone-aware UTC (journal stamps, file ages, the window)."""
@@ -73,9 +74,9 @@ class CallableClock(SystemClock):
 def as_clock(clock: Clock | Callable[[], datetime] | None) -> Clock:
     if clock is None:
         return SystemClock()
-    if hasattr(clock, "now") and hasattr(clock, "monotonic"):
-        return clock  # type: ignore[return-value]  # a Clock (checked structurally)
-    return CallableClock(clock)  # type: ignore[arg-type]  # a bare callable
+    if isinstance(clock, Clock):
+        return clock
+    return CallableClock(clock)  # a bare () -> datetime
 
 
 # ---------------------------------------------------------------------- the journal
@@ -99,7 +100,7 @@ class EventJournal(Protocol):
     def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
         ...
 
-    def transaction(self) -> AbstractContextManager[Any]: ...
+    def transaction(self) -> AbstractContextManager[JournalView]: ...
 
 
 # ---------------------------------------------------------------------- processes
