@@ -67,8 +67,6 @@ def play_person(engine: Any) -> list[dict[str, Any]]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from cockpit.campaign import load_campaign
-
     now = datetime.now(timezone.utc)
     path = prepare(Path(args.dir).resolve() if args.dir else None, now,
                    steps=getattr(args, "steps", None))
@@ -79,27 +77,23 @@ def run_demo(args: argparse.Namespace) -> int:
 
         tui_args = argparse.Namespace(file=str(path), interval=args.interval, theme=None,
                                       auto=True, no_mouse=False,
-                                      simulate_gpus=args.simulate_gpus, demo=True)
-        code = run_tui(tui_args)
-        print(summary(load_campaign(path)))
+                                      simulate_gpus=args.simulate_gpus)
+        code = run_tui(tui_args, after_tick=play_person)
+        print(summary(path))
         return code
     return _run_headless(path, args)
 
 
 def _run_headless(path: Path, args: argparse.Namespace) -> int:
-    from cockpit.campaign import load_campaign
-    from cockpit.engine import Engine, default_samplers, describe_event
-    from cockpit.telemetry import simulate_count_from_env
+    from cockpit.engine import Engine
 
-    campaign = load_campaign(path)
-    gpu, host = default_samplers(campaign, simulate_count_from_env(args.simulate_gpus))
-    engine = Engine(campaign, gpu_sampler=gpu, host_sampler=host, auto=True, actor="demo")
+    engine = Engine.open(path, auto=True, actor="demo", simulate_gpus=args.simulate_gpus)
     deadline = time.monotonic() + args.timeout
     try:
         while True:
-            engine.tick()
-            for ev in engine.new_events:
-                print(f"{ev['t']} {describe_event(ev)}", flush=True)
+            snap = engine.tick()
+            for ev in snap.new_events:
+                print(f"{ev.fields['t']} {ev.text}", flush=True)
             if play_person(engine):
                 continue  # the person's part may have unblocked stages: tick again first
             verdict = engine.until_done(engine.state())
@@ -114,7 +108,7 @@ def _run_headless(path: Path, args: argparse.Namespace) -> int:
             print(failed_stage_logs(engine.state()), file=sys.stderr)
     finally:
         engine.close()
-    print(summary(campaign))
+    print(summary(path))
     return verdict.code
 
 
@@ -137,13 +131,13 @@ def failed_stage_logs(state: Any, lines: int = 15) -> str:
     return "\n".join(out)
 
 
-def summary(campaign: Any) -> str:
+def summary(path: Path) -> str:
     """The close in a few lines: runs, budget, export and how to verify it."""
     from cockpit.engine import Engine
 
-    engine = Engine(campaign, read_only=True)
+    engine = Engine.open(path, read_only=True, telemetry=False)
     snap = engine.tick()
-    lines = ["", f"campaign {campaign.id} closed:"]
+    lines = ["", f"campaign {snap.campaign} closed:"]
     for run in snap.runs:
         why = f" — {run.stop_rule}: {run.stop_reason}" if run.stop_rule else ""
         verdict = f" [{run.verdict}]" if run.verdict else ""
@@ -156,7 +150,8 @@ def summary(campaign: Any) -> str:
                      f"committed, {b.get('accepted')} accepted, "
                      + (f"{share['amount']} {share['currency']} per accepted result"
                         if share else f"per result undefined ({b.get('undefined_reason')})"))
-    exports = [e for e in engine.journal.events() if e.get("kind") == "export_done"]
+    # A fresh engine's first snapshot carries the whole journal as its new events.
+    exports = [e.fields for e in snap.new_events if e.kind == "export_done"]
     if exports:
         last = exports[-1]
         lines.append(f"  export: {last.get('path')} (verified: {last.get('verified')})")

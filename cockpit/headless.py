@@ -13,10 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cockpit.campaign import load_campaign
-from cockpit.engine import Engine, default_samplers, describe_event
+from cockpit.engine import Engine
 from cockpit.statuslog import RotatingFile, compact_json, dumps, prometheus_text, write_atomic
-from cockpit.telemetry import simulate_count_from_env
 
 
 def status_log_path(campaign_file: str | Path) -> Path:
@@ -26,10 +24,8 @@ def status_log_path(campaign_file: str | Path) -> Path:
 
 def run_headless(args: argparse.Namespace, out: Any = None) -> int:
     out = out or sys.stdout
-    campaign = load_campaign(args.file)
-    gpu, host = default_samplers(campaign, simulate_count_from_env(args.simulate_gpus))
-    engine = Engine(campaign, gpu_sampler=gpu, host_sampler=host, auto=args.auto,
-                    actor="headless")
+    engine = Engine.open(args.file, auto=args.auto, actor="headless",
+                         simulate_gpus=args.simulate_gpus)
     status_log = RotatingFile(Path(args.status_log) if args.status_log
                               else status_log_path(args.file))
     event_log = RotatingFile(Path(args.log)) if args.log else None
@@ -50,20 +46,19 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
         if event_log is not None:
             event_log.write_line(line)
 
-    # Events from before this process started are history: print only what happens now.
-    seen = max((int(ev.get("seq", 0)) for ev in engine.journal.events()), default=0)
     try:
         while True:
             started = time.monotonic()
             snap = engine.tick()
-            events = [ev for ev in engine.new_events if int(ev.get("seq", 0)) > seen]
+            # Events from before this process started are history: print only what is new.
+            events = [ev for ev in snap.new_events if not ev.earlier]
             if flags["reopen"]:
                 flags["reopen"] = False
                 status_log.reopen()
                 if event_log is not None:
                     event_log.reopen()
             for ev in events:
-                emit(f"{ev['t']} {describe_event(ev)}")
+                emit(f"{ev.fields['t']} {ev.text}")
             status_log.write_line(dumps(compact_json(snap)))
             if prom is not None:
                 write_atomic(prom, prometheus_text(snap))

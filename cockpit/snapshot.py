@@ -8,7 +8,8 @@ own: :mod:`cockpit.statuslog`.)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -104,10 +105,14 @@ class RuleView:
 
 @dataclass(frozen=True)
 class EventLine:
+    """One journal event as the faces show it: its line (``describe_event``) and fields."""
+
     seq: int
     at: datetime
     kind: str
     text: str
+    fields: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    earlier: bool = False  # journaled before this engine opened: history, not news
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,9 @@ class Snapshot:
     events: tuple[EventLine, ...]
     auto: bool = False
     budget: dict[str, Any] | None = None
+    # Journal events first seen since the previous snapshot (on the first one: the whole
+    # journal, each marked ``earlier``). Faces print, toast or ring for these.
+    new_events: tuple[EventLine, ...] = ()
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)

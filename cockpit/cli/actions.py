@@ -17,10 +17,9 @@ from cockpit.cli.common import EXIT_OK, acting
 
 
 def _engine(args: argparse.Namespace, **kwargs: Any) -> Any:
-    from cockpit.campaign import load_campaign
     from cockpit.engine import Engine
 
-    return Engine(load_campaign(args.file), **kwargs)
+    return Engine.open(args.file, telemetry=False, **kwargs)
 
 
 def _print_written(events: list[dict[str, Any]] | dict[str, Any]) -> None:

@@ -17,15 +17,6 @@ from typing import Any
 from cockpit.cli.common import EXIT_OK, acting
 from cockpit.units import format_hours
 
-
-def _samplers(campaign: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from cockpit.engine import default_samplers
-    from cockpit.telemetry import simulate_count_from_env
-
-    gpu, host = default_samplers(campaign, simulate_count_from_env(args.simulate_gpus))
-    return {"gpu_sampler": gpu, "host_sampler": host}
-
-
 # A headless instance writes a status line each tick; one fresher than this is "live".
 LIVE_STATUS_S = 15.0
 
@@ -58,24 +49,22 @@ def cmd_status(args: argparse.Namespace) -> int:
         if line is not None:
             print(line)
             return EXIT_OK
-    from cockpit.campaign import load_campaign
     from cockpit.engine import Engine
     from cockpit.render_text import status_text
     from cockpit.snapshot import snapshot_json
     from cockpit.statusline import status_line
     from cockpit.statuslog import compact_json
 
-    campaign = load_campaign(args.file)
     if args.line:
         # No long NVML init for a status bar: GPUs show as n/a unless simulated.
-        samplers = _samplers(campaign, args) if args.simulate_gpus else {}
-        engine = Engine(campaign, read_only=True, **samplers)
+        engine = Engine.open(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
+                             telemetry=bool(args.simulate_gpus))
         try:
             print(status_line(compact_json(engine.tick())))
         finally:
             engine.close()
         return EXIT_OK
-    engine = Engine(campaign, read_only=True, **_samplers(campaign, args))
+    engine = Engine.open(args.file, read_only=True, simulate_gpus=args.simulate_gpus)
     try:
         snap = engine.tick()
     finally:

@@ -74,8 +74,11 @@ def reported_scanner(campaign: Campaign, run: Run,
     return scanner
 
 
-def choose_checkpoint(campaign: Campaign, run: Run, which: str = "newest") -> CheckpointInfo | Path:
-    """``newest`` / ``first`` complete checkpoint of the run, or an explicit path."""
+def choose_checkpoint(campaign: Campaign, run: Run, which: str = "newest",
+                      now: float | None = None) -> CheckpointInfo | Path:
+    """``newest`` / ``first`` complete checkpoint of the run, or an explicit path.
+
+    ``now`` (epoch seconds) is the caller's clock for the settle time; default: real time."""
     if which not in ("newest", "first"):
         path = Path(which)
         path = path if path.is_absolute() else Path.cwd() / path
@@ -85,7 +88,7 @@ def choose_checkpoint(campaign: Campaign, run: Run, which: str = "newest") -> Ch
     scanner = reported_scanner(campaign, run)
     if scanner is None:
         raise InputError(f"{campaign.path}: run {run.id!r} has no checkpoints folder")
-    view = scanner.scan(time.time())
+    view = scanner.scan(time.time() if now is None else now)
     if not view.complete:
         raise InputError(f"run {run.id!r}: no complete checkpoint in {scanner.folder}"
                          + (f" ({view.note})" if view.note else ""))

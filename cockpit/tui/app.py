@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,11 @@ STRUCTURE_PATH = Path(__file__).with_name("cockpit.tcss")
 
 
 class SnapshotTaken(Message):
-    """The engine finished a tick; ``new_events`` are journal events first seen in it."""
+    """The engine finished a tick (its journal events first seen: ``snapshot.new_events``)."""
 
-    def __init__(self, snapshot: Snapshot, new_events: list[dict[str, Any]]) -> None:
+    def __init__(self, snapshot: Snapshot) -> None:
         super().__init__()
         self.snapshot = snapshot
-        self.new_events = new_events
 
 
 class ActionRecorded(Message):
@@ -132,7 +132,6 @@ class CockpitApp(App[int]):
         self._ticking = False
         self._redraw_pending = False
         self._available: tuple[bool, ...] = ()
-        self._seq_at_start = max((e.get("seq", 0) for e in engine.journal.events()), default=0)
         campaign = engine.campaign
         self.slots = plan_campaign(campaign).slots
         cost = campaign.package.cost
@@ -251,11 +250,11 @@ class CockpitApp(App[int]):
     def _collect(self) -> None:
         with self._lock:
             snap = self.engine.tick()
-            new = list(self.engine.new_events)
             if self.after_tick is not None and self.after_tick(self.engine):
+                first = snap.new_events
                 snap = self.engine.tick()  # what the person did may unblock stages
-                new += list(self.engine.new_events)
-        self.post_message(SnapshotTaken(snap, new))
+                snap = replace(snap, new_events=first + snap.new_events)
+        self.post_message(SnapshotTaken(snap))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "tick" and event.state == WorkerState.ERROR:
@@ -270,14 +269,13 @@ class CockpitApp(App[int]):
         snap = message.snapshot
         self.snapshot = snap
         self.ticks += 1
-        for ev in message.new_events:
-            if ev.get("kind") != "rule_fired":
+        for ev in snap.new_events:
+            if ev.kind != "rule_fired":
                 continue
-            self.last_fired = (str(ev.get("rule")), str(ev.get("run")))
-            if int(ev.get("seq", 0)) > self._seq_at_start:
+            self.last_fired = (str(ev.fields.get("rule")), str(ev.fields.get("run")))
+            if not ev.earlier:
                 self.bell()
-                self.notify(describe_event(ev), title="stop rule fired", severity="error",
-                            timeout=15)
+                self.notify(ev.text, title="stop rule fired", severity="error", timeout=15)
         self.gpu_panel.record(snap)
         if len(self.screen_stack) == 1:
             self.draw(snap)
@@ -634,26 +632,18 @@ class CockpitApp(App[int]):
                  "y quits · n / Esc stays", lambda: self.exit(0))
 
 
-def run_tui(args: argparse.Namespace) -> int:
-    """``cockpit tui FILE`` / ``cockpit FILE``: 0 on quit, 2 on bad input."""
-    from cockpit.campaign import load_campaign
-    from cockpit.engine import default_samplers
-    from cockpit.telemetry import simulate_count_from_env
+def run_tui(args: argparse.Namespace, *,
+            after_tick: Callable[[Engine], list[dict[str, Any]]] | None = None) -> int:
+    """``cockpit tui FILE`` / ``cockpit FILE``: 0 on quit, 2 on bad input.
 
+    ``after_tick`` runs after each tick (the demo plays the person's part there)."""
     try:
         chosen, themes = resolve(getattr(args, "theme", None))
     except ThemeMissing as exc:
         print(f"cockpit: {exc}", file=sys.stderr)
         return 2
-    campaign = load_campaign(args.file)
-    gpu, host = default_samplers(campaign, simulate_count_from_env(args.simulate_gpus))
-    engine = Engine(campaign, gpu_sampler=gpu, host_sampler=host, auto=bool(args.auto),
-                    actor="tui")
-    after_tick = None
-    if getattr(args, "demo", False):
-        from cockpit.demo import play_person
-
-        after_tick = play_person
+    engine = Engine.open(args.file, auto=bool(args.auto), actor="tui",
+                         simulate_gpus=args.simulate_gpus)
     app = CockpitApp(engine, interval=float(args.interval), theme=chosen.name, themes=themes,
                      after_tick=after_tick)
     try:

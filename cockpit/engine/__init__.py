@@ -1,0 +1,104 @@
+"""The engine: ``tick(now) -> Snapshot`` and the actions, for both faces.
+
+Reads the journal (folded into state), metric streams, process states and
+telemetry; evaluates stop rules; in auto mode starts what is ready; and returns an
+immutable Snapshot. Every action ends as journal events, claimed under the
+journal lock so two cockpits on one campaign never act twice. A read-only engine
+(``cockpit status``) computes the same snapshot and never writes or signals.
+
+Where each behaviour lives:
+
+- ``core``      the engine's fields and edges, the folded state, shared lookups
+- ``ports``     the edges as Protocols (clock, journal, supervisor, samplers) + real ones
+- ``observe``   exits, metric streams, checkpoint scans and verification, telemetry
+- ``guards``    stop rules, the SIGTERM/grace/SIGKILL sequence, auto-start, deadline, hooks
+- ``actions``   start, mark, stop, decide, accept, note, cost, verify, export
+- ``build``     the pure ``build_snapshot``
+- ``readiness`` ready / waiting / blocked / needs-person (pure)
+- ``events``    the catalogue of journal event kinds and ``describe_event``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from cockpit.acceptance import auto_accept
+from cockpit.campaign.model import Campaign
+from cockpit.engine.build import Observations, build_snapshot
+from cockpit.engine.core import ExitVerdict, params_hash
+from cockpit.engine.events import EVENT_KINDS, describe_event
+from cockpit.engine.guards import Guarding
+from cockpit.engine.ports import Clock, SystemClock, utc_now
+from cockpit.errors import ActionRefused, InputError
+from cockpit.snapshot import Snapshot
+from cockpit.telemetry import GpuSampler, HostSampler
+
+
+class Engine(Guarding):
+    """The facade the faces and the CLI use: ``tick`` plus the actions."""
+
+    @classmethod
+    def open(cls, path: str | Path, *, auto: bool = False, actor: str = "cockpit",
+             simulate_gpus: int | None = None, read_only: bool = False,
+             telemetry: bool = True, clock: Clock | Callable[[], datetime] | None = None,
+             ) -> Engine:
+        """Load the campaign file, start the default samplers, and make the engine.
+
+        ``simulate_gpus`` is the ``--simulate-gpus`` value (None: COCKPIT_SIMULATE_GPUS
+        or real NVML). ``telemetry=False`` samples nothing (a one-shot action needs no
+        NVML start-up)."""
+        from cockpit.campaign import load_campaign
+        from cockpit.telemetry import simulate_count_from_env
+
+        campaign = load_campaign(path)
+        gpu: GpuSampler | None = None
+        host: HostSampler | None = None
+        if telemetry:
+            gpu, host = default_samplers(campaign, simulate_count_from_env(simulate_gpus))
+        return cls(campaign, gpu_sampler=gpu, host_sampler=host, auto=auto,
+                   read_only=read_only, clock=clock, actor=actor)
+
+    def tick(self, now: datetime | None = None) -> Snapshot:
+        now = now or self.clock.now()
+        state = self.state(now)
+        if not self.read_only:
+            # Rules before exits: a run's last lines (a truncation count, a final NaN) are
+            # judged while it still counts as running, even if it has just exited.
+            self._apply_rules(state, now)
+            self._record_exits(self.state(now), now)
+            auto_accept(self, now)  # acceptance checks when a run ends, before what follows
+            self._auto_verify(self.state(now), now)
+            self._advance_stops(self.state(now), now)
+            if self.auto:
+                self._auto_start(self.state(now), now)
+            self._deadline_guard(self.state(now), now)
+            self._run_hooks(now)
+            state = self.state(now)
+        else:
+            self._poll_streams(state, now)
+        self._sample_telemetry(now)
+        obs = Observations(
+            streams=self._streams, checkpoints=self._ckpt_views, gpu=self._gpu,
+            host=self._host, telemetry_warnings=self._telemetry_warnings,
+            gpu_memory=self._gpu_memory_by_run(state),
+            journal_problems=tuple(self.journal.problems()), events=tuple(self._recent),
+            rules_hash=self._rules_hash, auto=self.auto, new_events=tuple(self._fresh))
+        self._fresh = []
+        return build_snapshot(self.campaign, state, obs, now)
+
+
+def default_samplers(campaign: Campaign, simulate: int) -> tuple[GpuSampler, HostSampler]:
+    from cockpit.telemetry.gpu import GpuSampler as _Gpu
+
+    paths = [campaign.folder]
+    for run in campaign.runs.values():
+        if run.checkpoints is not None:
+            paths.append(campaign.resolve(run.checkpoints))
+    return (_Gpu(simulate=simulate),
+            HostSampler([Path(p) for p in paths], campaign.settings.disk_warn_bytes))
+
+
+__all__ = ["EVENT_KINDS", "ActionRefused", "Clock", "Engine", "ExitVerdict", "InputError",
+           "SystemClock", "default_samplers", "describe_event", "params_hash", "utc_now"]

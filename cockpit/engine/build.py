@@ -1,0 +1,195 @@
+"""The snapshot build: a pure function of plan, folded state, observations and ``now``.
+
+:func:`build_snapshot` reads no file, no process and no clock: everything the tick
+observed arrives in :class:`Observations`, so the same inputs give the same
+Snapshot (the faces' only view of the engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from cockpit.budget import budget
+from cockpit.campaign.model import Campaign
+from cockpit.engine import readiness
+from cockpit.engine.core import parse_t
+from cockpit.journal import JournalProblem
+from cockpit.planning.forecast import forecast
+from cockpit.runs.checkpoints import CheckpointScan, interval_advice
+from cockpit.runs.metrics import MetricStream
+from cockpit.snapshot import (
+    CheckpointView,
+    EventLine,
+    RuleView,
+    RunView,
+    Snapshot,
+    StageView,
+    WindowView,
+)
+from cockpit.state import DONE, RUNNING, CampaignState, RunState
+from cockpit.telemetry import GpuReading, HostInfo
+
+
+@dataclass(frozen=True)
+class Observations:
+    """What the tick observed, as the snapshot needs it."""
+
+    streams: Mapping[str, MetricStream]
+    checkpoints: Mapping[str, CheckpointScan]
+    gpu: GpuReading
+    host: HostInfo | None
+    telemetry_warnings: tuple[str, ...]
+    gpu_memory: Mapping[str, int]
+    journal_problems: tuple[JournalProblem, ...]
+    events: tuple[EventLine, ...]
+    rules_hash: str
+    auto: bool
+    new_events: tuple[EventLine, ...] = ()
+
+
+def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
+                ) -> tuple[dict[str, float], dict[str, int]]:
+    """Fraction done per running stage and max_steps per run, from the runs' reports."""
+    progress: dict[str, float] = {}
+    max_steps: dict[str, int] = {}
+    for run_id, stream in streams.items():
+        ms = stream.latest.get("max_steps")
+        stage = campaign.stage_of_run(run_id)
+        if ms and stream.latest_step is not None and stage is not None:
+            max_steps[run_id] = int(ms)
+            progress[stage.id] = min(max(stream.latest_step / ms, 0.0), 1.0)
+    return progress, max_steps
+
+
+def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
+                   now: datetime) -> Snapshot:
+    pkg = campaign.package
+    progress, max_steps = progress_of(campaign, obs.streams)
+    fc = forecast(campaign, state, now, progress)
+    window_s = (pkg.end - pkg.start).total_seconds()
+    used = min(max((now - pkg.start).total_seconds() / window_s * 100, 0.0), 100.0)
+    closing = [s for s in campaign.stages if (s.role or s.id) in ("export", "retrieval")]
+    deadline = pkg.end - timedelta(seconds=sum(s.seconds for s in closing))
+    window = WindowView(
+        start=pkg.start, end=pkg.end, remaining_s=(pkg.end - now).total_seconds(),
+        used_pct=used, forecast_end=fc.end, forecast_slack_s=fc.slack_s,
+        verdict=fc.verdict, retrieval_deadline=deadline,
+        options=tuple(o.describe() for o in fc.options), pilot_ratio=fc.pilot_ratio)
+
+    stages = []
+    for stage in campaign.stages:
+        st = state.stages[stage.id]
+        status = readiness.stage_status(campaign, state, stage)
+        prog = progress.get(stage.id) if status == RUNNING else None
+        eta = fc.stage_end.get(stage.id) if status == RUNNING else None
+        decision = None
+        if stage.decision_point:
+            made = state.decisions.get(stage.id)
+            decision = made.outcome if made else ("pending" if st.state == DONE else None)
+        stages.append(StageView(
+            id=stage.id, state=status, category=stage.category,
+            resource=stage.resource_label, planned_s=stage.seconds,
+            elapsed_s=st.elapsed_s(now), decision_point=stage.decision_point,
+            started_at=st.started_at, ended_at=st.ended_at, run=stage.run,
+            has_command=stage.command is not None, progress=prog, eta=eta,
+            forecast_end=fc.stage_end.get(stage.id), decision=decision, reason=st.reason,
+            notes=st.notes, exit_code=st.exit_code))
+
+    runs = []
+    for run_id, run in state.runs.items():
+        stream = obs.streams.get(run_id)
+        spec = campaign.runs.get(run_id)
+        planned_stage = campaign.stage_of_run(run_id) if spec else None
+        stale = stream.stale_seconds(now.timestamp()) if stream else None
+        runs.append(RunView(
+            id=run_id, stage=run.stage or (planned_stage.id if planned_stage else None),
+            state=run.state, step=stream.latest_step if stream else None,
+            max_steps=max_steps.get(run_id),
+            metrics=dict(stream.latest) if stream else {}, pid=run.pid, gpus=run.gpus,
+            gpu_memory=obs.gpu_memory.get(run_id), exit_code=run.exit_code,
+            stop_rule=run.stop.rule if run.stop else None,
+            stop_reason=run.stop.reason if run.stop else None, verdict=run.verdict,
+            verdict_reason=run.verdict_reason, stale_s=stale,
+            garbage=stream.garbage if stream else 0,
+            result=spec.result_id if spec else run_id, kind=spec.kind if spec else "train",
+            checkpoint=checkpoint_view(campaign, run, obs.checkpoints.get(run_id), now)))
+
+    rules = []
+    for rule in campaign.stop_rules:
+        for run_id, run in state.runs.items():
+            if not rule.applies_to(run_id):
+                continue
+            hit = next((f for f in state.fired if f.run == run_id and f.rule == rule.id
+                        and f.attempt == run.attempt), None)
+            stream = obs.streams.get(run_id)
+            value = stream.latest.get(rule.metric) if stream and rule.metric else None
+            if hit:
+                rules.append(RuleView(rule.id, run_id, rule.kind,
+                                      "fired" if hit.action == "stop" else "warn",
+                                      hit.reason, rule.action, rule.metric, hit.value))
+            else:
+                rules.append(RuleView(rule.id, run_id, rule.kind, "ok", None, rule.action,
+                                      rule.metric, value))
+
+    warnings = list(_warnings(campaign, state, obs, fc.verdict))
+    warnings.extend(obs.gpu.warnings)
+    warnings.extend(obs.telemetry_warnings)
+    return Snapshot(
+        taken_at=now, campaign=campaign.id, question=campaign.question, offer=pkg.offer.id,
+        count=pkg.count, window=window, stages=tuple(stages), runs=tuple(runs),
+        rules=tuple(rules), pending_decisions=state.pending_decisions,
+        revised=state.revised, gpus=obs.gpu, host=obs.host, warnings=tuple(warnings),
+        events=obs.events, auto=obs.auto, budget=budget(campaign, state, now),
+        new_events=obs.new_events)
+
+
+def checkpoint_view(campaign: Campaign, run: RunState, view: CheckpointScan | None,
+                    now: datetime) -> CheckpointView | None:
+    if view is None:
+        return None
+    newest = view.newest
+    verified = None
+    verified_age = None
+    if run.verified:
+        last = run.verified[-1]
+        why = last.get("summary") or last.get("error")
+        verified = "ok" if last.get("ok") else f"failed: {why}"
+        verified_age = (now - parse_t(last)).total_seconds()
+    save = view.typical_save_seconds
+    advice = None
+    interval = typical_interval(view)
+    spec = campaign.runs.get(run.id)
+    if save and interval:
+        tolerable = (spec.tolerable_loss_s if spec and spec.tolerable_loss_s
+                     else campaign.settings.tolerable_loss_s)
+        advice = interval_advice(save, interval, tolerable, campaign.settings.mtbi_s).message
+    return CheckpointView(
+        path=str(newest.path) if newest else None, step=newest.step if newest else None,
+        age_s=newest.age_seconds if newest else None,
+        size=newest.size_bytes if newest else None, total_size=view.total_bytes,
+        count=view.complete_count, free_disk=view.free_bytes, save_cost_s=save,
+        verified=verified, verified_age_s=verified_age, advice=advice,
+        in_progress=len(view.in_progress))
+
+
+def typical_interval(view: CheckpointScan) -> float | None:
+    """Median time between successive complete checkpoints (the save interval in use)."""
+    times = sorted(c.mtime for c in view.complete)
+    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False) if b > a)
+    return gaps[len(gaps) // 2] if gaps else None
+
+
+def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
+              verdict: str) -> Iterable[str]:
+    if state.plan_changed:
+        yield ("the campaign file changed after the plan was recorded: the plan is never "
+               "rewritten (D24); explain deviations with notes")
+    if state.rules_hash and campaign.stop_rules and state.rules_hash != obs.rules_hash:
+        yield "the stop rules changed after the first run started (D14: fixed before the test)"
+    for problem in obs.journal_problems:
+        yield f"journal line {problem.line}: {problem.message}"
+    yield from state.journal_warnings
+    if verdict == "exceeds":
+        yield "the forecast exceeds the rental window (D11): see the options"

@@ -1,0 +1,190 @@
+"""The engine's shared core: its edges and fields, the folded state, the common lookups.
+
+:class:`EngineCore` holds what every part of the engine reads: the campaign, the
+injected edges (clock, journal, supervisor, samplers), the folded state (refolded
+only when the journal grew), the events first seen in this tick, and the small
+helpers all parts use (a stage by id, the run of a target, readiness, journaling an
+event once). The parts themselves live beside it: ``observe``, ``guards``,
+``actions`` and the pure ``build``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from cockpit.campaign.model import Campaign, Stage
+from cockpit.engine import readiness
+from cockpit.engine.events import describe_event
+from cockpit.engine.ports import (
+    Clock,
+    EventJournal,
+    GpuSource,
+    HostSource,
+    ProcessSupervisor,
+    Supervisor,
+    as_clock,
+)
+from cockpit.errors import InputError
+from cockpit.hooks import HookRunner
+from cockpit.journal import Journal, parse_time
+from cockpit.runs.checkpoint_verifier import BackgroundVerifier
+from cockpit.runs.checkpoints import CheckpointScan, CheckpointScanner
+from cockpit.runs.metrics import MetricStream
+from cockpit.runs.rules import rules_hash
+from cockpit.snapshot import EventLine
+from cockpit.state import CampaignState, fold
+from cockpit.telemetry import GpuReading, HostInfo, IdleDetector
+
+RECENT_EVENTS = 50
+
+
+@dataclass(frozen=True)
+class ExitVerdict:
+    """What ``headless --until-done`` should do now: keep going (None) or exit with code."""
+
+    code: int | None
+    reason: str
+
+
+def params_hash(campaign: Campaign, run_id: str) -> str:
+    """What makes this configuration: its params dict, or its params file's bytes."""
+    run = campaign.runs.get(run_id)
+    if run is None:
+        return hashlib.sha256(b"{}").hexdigest()
+    if run.params_file is not None:
+        path = campaign.resolve(run.params_file)
+        try:
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise InputError(f"{campaign.path}: run {run_id}: cannot read params file "
+                             f"{path}: {exc.strerror}") from None
+    text = json.dumps(run.params, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def parse_t(event: Mapping[str, Any]) -> datetime:
+    return parse_time(str(event.get("t")))
+
+
+class EngineCore:
+    def __init__(
+        self,
+        campaign: Campaign,
+        *,
+        gpu_sampler: GpuSource | None = None,
+        host_sampler: HostSource | None = None,
+        auto: bool = False,
+        read_only: bool = False,
+        clock: Clock | Callable[[], datetime] | None = None,
+        actor: str = "cockpit",
+        journal: EventJournal | None = None,
+        supervisor: Supervisor | None = None,
+    ) -> None:
+        self.campaign = campaign
+        self.journal: EventJournal = (journal if journal is not None
+                                      else Journal(campaign.state_dir / "journal.jsonl"))
+        self.supervisor: Supervisor = supervisor if supervisor is not None \
+            else ProcessSupervisor()
+        self.gpu_sampler = gpu_sampler
+        self.host_sampler = host_sampler
+        self.auto = auto
+        self.read_only = read_only
+        self.clock: Clock = as_clock(clock)
+        self.actor = actor
+        self._streams: dict[str, MetricStream] = {}
+        self._stream_attempt: dict[str, Any] = {}
+        self._state: CampaignState | None = None
+        self._state_seq = -1
+        self._events_seen = 0
+        self._recent: deque[EventLine] = deque(maxlen=RECENT_EVENTS)
+        self._gpu: GpuReading = GpuReading("unavailable", "not sampled", (), (), (), None)
+        self._host: HostInfo | None = None
+        self._telemetry_warnings: tuple[str, ...] = ()
+        # Journal events first seen since the last snapshot was built (they go into it).
+        self._fresh: list[EventLine] = []
+        self._hook_runner = HookRunner(campaign.folder)
+        self._keys: set[str] = set()  # "key" fields of journaled once-only events
+        self._scanners: dict[str, CheckpointScanner | None] = {}
+        self._ckpt_views: dict[str, CheckpointScan] = {}
+        self._verifier = BackgroundVerifier()
+        self._rules_hash = rules_hash(campaign.stop_rules)  # the plan is frozen: once
+        settings = campaign.settings
+        self._idle: dict[int, IdleDetector] = {}
+        self._idle_args = (settings.idle_util_pct, settings.idle_grace_s)
+        # Events up to here are history: a face announces only what happens after.
+        self._opened_seq = max((int(ev.get("seq", 0)) for ev in self.journal.events()),
+                               default=0)
+        if gpu_sampler is not None:
+            gpu_sampler.start()
+
+    # ------------------------------------------------------------------ reading
+    def state(self, now: datetime | None = None) -> CampaignState:
+        """The folded state; refolded only when the journal grew."""
+        events = self.journal.events()
+        last = events[-1]["seq"] if events else 0
+        if self._state is None or last != self._state_seq or len(events) != self._events_seen:
+            for ev in events[self._events_seen:]:
+                if "key" in ev:
+                    self._keys.add(str(ev["key"]))
+                seq = int(ev.get("seq", 0))
+                line = EventLine(seq, parse_t(ev), ev["kind"], describe_event(ev),
+                                 fields=MappingProxyType(dict(ev)),
+                                 earlier=seq <= self._opened_seq)
+                self._recent.append(line)
+                self._fresh.append(line)
+            self._events_seen = len(events)
+            self._state = fold(self.campaign, events, now or self.clock.now())
+            self._state_seq = last
+        return self._state
+
+    def close(self) -> None:
+        if self.gpu_sampler is not None:
+            self.gpu_sampler.close()
+
+    # ------------------------------------------------------------------ lookups
+    def stage_status(self, state: CampaignState, stage: Stage) -> str:
+        """pending stages refined: ready / needs-person / waiting / blocked."""
+        return readiness.stage_status(self.campaign, state, stage)
+
+    def unmet_after(self, state: CampaignState, stage: Stage) -> list[str]:
+        """The stages in ``stage.after`` that have not ended (in plan order)."""
+        return readiness.unmet_after(self.campaign, state, stage)
+
+    def _gpu_conflict(self, state: CampaignState, stage: Stage) -> str | None:
+        return readiness.gpu_conflict(self.campaign, state, stage)
+
+    def _stage(self, stage_id: str) -> Stage:
+        try:
+            return self.campaign.stage(stage_id)
+        except KeyError:
+            known = ", ".join(s.id for s in self.campaign.stages)
+            raise InputError(f"{self.campaign.path}: no stage {stage_id!r} (stages: {known})") \
+                from None
+
+    def _run_of(self, target: str) -> str:
+        if target in self.campaign.runs:
+            return target
+        try:
+            stage = self.campaign.stage(target)
+        except KeyError:
+            raise InputError(f"{self.campaign.path}: no run or stage {target!r}") from None
+        if stage.run:
+            return stage.run
+        # A stage without a run id is supervised under its own name.
+        raise InputError(f"{self.campaign.path}: stage {target!r} has no run; "
+                         "give it `run: ID` to supervise and stop it")
+
+    def _journal_once(self, kind: str, key: str, now: datetime, **fields: Any) -> None:
+        if key in self._keys:
+            return  # cheap check first: no lock taken on every tick
+        with self.journal.transaction() as txn:
+            if any(ev.get("key") == key for ev in txn.events):
+                return
+            txn.append(kind, now=now, key=key, **fields)

@@ -1,0 +1,214 @@
+"""What acts on the observations: stop rules, the stop sequence, auto-start, the deadline
+guard, hooks.
+
+- A stop rule that fires on fresh metric points journals ``rule_fired`` and, for a
+  ``stop`` rule, requests the stop (``stop_requested``, SIGTERM to the group).
+- A requested stop advances on each tick: once ``stop_grace`` has passed on the
+  engine's clock and the group is still there, SIGKILL. The exit itself is recorded
+  by ``observe`` when the wrapper is gone (run_exited, stop_done, stage_finished).
+- In auto mode, ready stages start in plan order; nothing starts past a pending
+  decision or a revision.
+- The deadline guard (D19) warns when the window is near its end without a verified
+  export and, with ``on_deadline: stop-optional``, stops optional runs and starts the
+  export when the forecast leaves no time for export and retrieval.
+- Hooks run for the events first seen in this tick.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from datetime import datetime
+
+from cockpit.campaign.model import OPTIONAL_CATEGORIES
+from cockpit.conclusion import deadline_check, on_deadline
+from cockpit.engine.actions import Acting
+from cockpit.engine.build import progress_of
+from cockpit.engine.core import ExitVerdict, parse_t
+from cockpit.errors import ActionRefused
+from cockpit.hooks import hook_event_name
+from cockpit.planning.forecast import forecast
+from cockpit.runs.rules import Firing, check_points, check_restart
+from cockpit.state import DONE, FAILED, PENDING, RUNNING, STOPPED, CampaignState, RunState, fold
+from cockpit.units import format_duration
+
+HOOK_MAX_AGE_S = 600.0
+
+
+class Guarding(Acting):
+    # ------------------------------------------------------------------ rules
+    def _apply_rules(self, state: CampaignState, now: datetime) -> None:
+        fresh = self._poll_streams(state, now)
+        rules = self.campaign.stop_rules
+        for run in state.runs.values():
+            if run.state != RUNNING:
+                continue
+            fired = state.fired_for(run.id, run.attempt)
+            for rule in rules:
+                if not rule.applies_to(run.id) or rule.id in fired:
+                    continue
+                firing = check_points(rule, fresh.get(run.id, ()))
+                if firing is None and rule.kind == "restart":
+                    firing = check_restart(rule, seconds_without_restart=self._since_restart(
+                        run, now), step=self._streams[run.id].latest_step)
+                if firing is not None:
+                    self._fire(run.id, firing, now)
+
+    def _since_restart(self, run: RunState, now: datetime) -> float | None:
+        """Seconds since the run last had a usable restart (a passing verification)."""
+        if run.started_at is None:
+            return None
+        passing = [parse_t(v) for v in run.verified
+                   if v.get("ok") and v.get("attempt") in (None, run.attempt)]
+        since = max([run.started_at, *passing])
+        return (now - since).total_seconds()
+
+    def _fire(self, run_id: str, firing: Firing, now: datetime) -> None:
+        with self.journal.transaction() as txn:
+            state = fold(self.campaign, txn.events, now)
+            run = state.runs[run_id]
+            if firing.rule in state.fired_for(run_id, run.attempt) or run.state != RUNNING:
+                return  # fired once per run, whichever cockpit saw it first
+            txn.append("rule_fired", now=now, run=run_id, stage=run.stage, rule=firing.rule,
+                       reason=firing.reason, value=firing.value, threshold=firing.threshold,
+                       step=firing.step, action=firing.action, attempt=run.attempt,
+                       actor=self.actor)
+            if firing.action == "stop":
+                self._request_stop(txn, state, run_id, firing.rule, firing.reason, now,
+                                   value=firing.value, step=firing.step)
+
+    # ------------------------------------------------------------------ stops
+    def _advance_stops(self, state: CampaignState, now: datetime) -> None:
+        """SIGKILL what is left of a stopped run's group once the grace has passed. The
+        exit itself (run_exited, stop_done, stage_finished) is recorded by _record_exits
+        when the wrapper is gone, so the three always land together."""
+        grace = self.campaign.settings.stop_grace_s
+        for run in state.runs.values():
+            stop = run.stop
+            if stop is None or stop.done or run.state != RUNNING or stop.at is None:
+                continue
+            if (now - stop.at).total_seconds() < grace or \
+                    not self.supervisor.group_alive(run.pgid):
+                continue
+            self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGKILL)
+            if run.pgid:
+                self.supervisor.kill_leftovers(run.pgid, run.pid, run.create_time)
+
+    def wait_stopped(self, run_id: str, timeout: float, poll: float = 0.1) -> bool:
+        """Drive a stop to its end (grace, SIGKILL, journal) from a one-shot command."""
+        deadline = self.clock.monotonic() + timeout
+        while self.clock.monotonic() < deadline:
+            state = self.state()
+            self._record_exits(state, self.clock.now())
+            self._advance_stops(self.state(), self.clock.now())
+            run = self.state().runs.get(run_id)
+            if run is None or run.state != RUNNING:
+                return True
+            self.clock.sleep(poll)
+        return False
+
+    # ------------------------------------------------------------------ auto mode
+    def _auto_start(self, state: CampaignState, now: datetime) -> None:
+        if state.revised:
+            return
+        for stage in self.campaign.stages:
+            if stage.command is None:
+                continue
+            current = self.state(now)
+            if self.stage_status(current, stage) != "ready":
+                continue
+            try:
+                self.start(stage.id, now=now, auto=True)
+            except ActionRefused:
+                continue
+
+    def until_done(self, state: CampaignState) -> ExitVerdict:
+        """0: every essential stage done; 1: an essential stage stopped/failed; 3: a person."""
+        statuses = {s.id: self.stage_status(state, s) for s in self.campaign.stages}
+        if any(v == RUNNING for v in statuses.values()):
+            return ExitVerdict(None, "running")
+        if any(r.stop is not None and not r.stop.done and r.state == RUNNING
+               for r in state.runs.values()):
+            return ExitVerdict(None, "stopping")
+        if self.auto and not state.revised and any(v == "ready" for v in statuses.values()):
+            return ExitVerdict(None, "starting")
+        essential = [s for s in self.campaign.stages if s.category == "essential"]
+        broken = [s.id for s in essential if statuses[s.id] in (FAILED, STOPPED)]
+        if broken:
+            return ExitVerdict(1, f"essential stage {', '.join(broken)} "
+                                  f"{statuses[broken[0]]}")
+        if all(statuses[s.id] == DONE for s in essential):
+            return ExitVerdict(0, "every essential stage is done")
+        if state.pending_decisions:
+            return ExitVerdict(3, f"waiting for a decision at {', '.join(state.pending_decisions)}")
+        if state.revised:
+            return ExitVerdict(3, "the question is under revision")
+        waiting = [sid for sid, v in statuses.items() if v in ("needs-person", "ready")]
+        return ExitVerdict(3, f"waiting for a person: {', '.join(waiting) or 'nothing startable'}")
+
+    # ------------------------------------------------------------------ deadline
+    def _verified_export(self) -> bool:
+        return any(ev.get("kind") == "export_done" and ev.get("verified")
+                   for ev in self.journal.events()[-200:])
+
+    def _deadline_guard(self, state: CampaignState, now: datetime) -> None:
+        """D19: results must leave the box before the window ends. Warn once when the end
+        is near without a verified export; when the forecast no longer leaves time for
+        export and retrieval, warn loudly and, with ``on_deadline: stop-optional``, stop
+        the optional runs and start the export."""
+        left = (self.campaign.package.end - now).total_seconds()
+        exported = self._verified_export()
+        if 0 < left <= self.campaign.settings.deadline_warn_s and not exported:
+            self._journal_once("warning", "deadline_near", now, source="window",
+                               message=f"{format_duration(left)} left in the rental window "
+                                       "and no verified export: export and fetch (D19)")
+        if self.campaign.package.start > now:
+            return
+        fc = forecast(self.campaign, state, now, progress_of(self.campaign, self._streams)[0])
+        text = deadline_check(self.campaign, now, fc.end, exported)
+        if text is None:
+            return
+        day = now.strftime("%Y%m%d%H")  # the loud warning repeats at most hourly
+        self._journal_once("warning", f"deadline:{day}", now, source="deadline", message=text)
+        if on_deadline(self.campaign) != "stop-optional":
+            return
+        for run in state.runs.values():
+            stage = self.campaign.stage_of_run(run.id)
+            if run.state == RUNNING and run.stop is None and stage is not None \
+                    and stage.category in OPTIONAL_CATEGORIES:
+                with contextlib.suppress(ActionRefused):
+                    self.stop(run.id, "window deadline: export and retrieval need the time "
+                                      "left (D19)", now=now, rule="deadline")
+        export = next((s for s in self.campaign.stages if (s.role or s.id) == "export"), None)
+        if export is not None and export.command is not None \
+                and state.stages[export.id].state == PENDING:
+            with contextlib.suppress(ActionRefused):
+                self.start(export.id, force=True, now=now)
+
+    # ------------------------------------------------------------------ hooks
+    def _run_hooks(self, now: datetime) -> None:
+        hooks = self.campaign.hooks
+        if not hooks:
+            return
+        for failure in self._hook_runner.poll():
+            self.journal.append("warning", now=now, source="hook", message=failure)
+        deciders = {s.id for s in self.campaign.stages if s.decision_point}
+        for line in list(self._fresh):
+            event = dict(line.fields)
+            name = hook_event_name(event, deciders)
+            if name is None or name not in hooks:
+                continue
+            if (now - parse_t(event)).total_seconds() > HOOK_MAX_AGE_S:
+                continue  # history from before this cockpit watched: no burst of old alerts
+            key = f"hook:{name}:{event.get('seq')}"
+            with self.journal.transaction() as txn:
+                if any(ev.get("key") == key for ev in txn.events):
+                    continue
+                try:
+                    pid = self._hook_runner.launch(hooks[name], event, name)
+                except OSError as exc:
+                    txn.append("warning", now=now, key=key, source="hook",
+                               message=f"hook {name} could not start: {exc}")
+                    continue
+                txn.append("hook_started", now=now, key=key, hook=name, pid=pid,
+                           for_seq=event.get("seq"))

@@ -1,0 +1,181 @@
+"""What the tick observes: exits, metric streams, checkpoints (and their background
+verification), telemetry.
+
+Observations either become journal events (a run that exited, a checkpoint verified,
+a lost GPU) or are kept for the snapshot (the latest metrics, checkpoint scans, the
+GPU and host readings). Nothing here decides to act on a run: that is ``guards``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cockpit.engine.core import EngineCore, parse_t
+from cockpit.engine.ports import ancestor_run
+from cockpit.runs.checkpoint_verifier import (
+    feed_checkpoint_reports,
+    report_fields,
+    run_stream,
+    scanner_for,
+)
+from cockpit.runs.checkpoints import CheckpointScanner
+from cockpit.runs.metrics import MetricStream
+from cockpit.runs.supervisor import stage_gpus
+from cockpit.state import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState, fold
+from cockpit.telemetry import IdleDetector
+
+
+class Observing(EngineCore):
+    # ------------------------------------------------------------------ exits
+    def _record_exits(self, state: CampaignState, now: datetime) -> None:
+        """A supervised stage whose wrapper is gone: run_exited (+ stop_done), stage_finished."""
+        for st in state.stages.values():
+            if st.state != RUNNING or st.manual or not st.pid:
+                continue
+            if self.supervisor.alive(st.pid, st.create_time):
+                continue
+            info = self.supervisor.read_exit(st.exit_file) or {}
+            code = info.get("code")
+            with self.journal.transaction() as txn:
+                current = fold(self.campaign, txn.events, now).stages[st.id]
+                if current.state != RUNNING or current.attempt != st.attempt:
+                    continue  # another cockpit recorded it first
+                run = current.run and fold(self.campaign, txn.events, now).runs.get(current.run)
+                stopped = bool(run and run.stop is not None and run.attempt == st.attempt)
+                outcome = STOPPED if stopped else (DONE if code == 0 else FAILED)
+                reason = None
+                if outcome == FAILED:
+                    reason = (f"exit code {code}" if code is not None
+                              else "process vanished without an exit code (killed?)")
+                if current.run:
+                    txn.append("run_exited", now=now, run=current.run, stage=st.id, code=code,
+                               attempt=st.attempt, signal=info.get("signal"))
+                    if stopped and run and run.stop is not None and not run.stop.done:
+                        txn.append("stop_done", now=now, run=current.run, stage=st.id,
+                                   attempt=st.attempt, rule=run.stop.rule)
+                txn.append("stage_finished", now=now, stage=st.id, outcome=outcome, code=code,
+                           reason=reason)
+
+    # ------------------------------------------------------------------ metrics
+    def _stream(self, run_id: str, attempt: Any) -> MetricStream:
+        if run_id not in self._streams or self._stream_attempt.get(run_id) != attempt:
+            self._streams[run_id] = run_stream(self.campaign, run_id)
+            self._stream_attempt[run_id] = attempt
+        return self._streams[run_id]
+
+    def _poll_streams(self, state: CampaignState, now: datetime) -> dict[str, list[Any]]:
+        """New metric points per run of the current attempt (points of older attempts skipped)."""
+        fresh: dict[str, list[Any]] = {}
+        for run in state.runs.values():
+            if run.state == NOT_STARTED:
+                continue
+            stream = self._stream(run.id, run.attempt)
+            points = stream.poll()
+            started = run.started_at.timestamp() - 1.0 if run.started_at else None
+            fresh[run.id] = [p for p in points
+                             if started is None or p.t is None or p.t >= started]
+            scanner = self._scanner(run.id)
+            events = stream.poll_events()
+            if scanner is not None:
+                feed_checkpoint_reports(self.campaign, scanner, events)
+        self._scan_checkpoints(state, now)
+        return fresh
+
+    # ------------------------------------------------------------------ checkpoints
+    def _scanner(self, run_id: str) -> CheckpointScanner | None:
+        if run_id not in self._scanners:
+            run = self.campaign.runs.get(run_id)
+            self._scanners[run_id] = scanner_for(self.campaign, run) if run else None
+        return self._scanners[run_id]
+
+    def _scan_checkpoints(self, state: CampaignState, now: datetime) -> None:
+        now_ts = now.timestamp()  # file ages and the settle time, on the engine's clock
+        for run in state.runs.values():
+            scanner = self._scanner(run.id)
+            if scanner is not None and run.state != NOT_STARTED:
+                self._ckpt_views[run.id] = scanner.scan(now_ts)
+
+    def _auto_verify(self, state: CampaignState, now: datetime) -> None:
+        """Verify new checkpoints by reloading them in a fresh process (D17), in the
+        background, one at a time; the first checkpoint of a run at once, then at most
+        every ``verify_every``. Claimed in the journal so two cockpits verify once."""
+        for run_id, attempt, report in self._verifier.results():
+            self.journal.append("checkpoint_verified", now=now, run=run_id, attempt=attempt,
+                                auto=True, actor=self.actor, **report_fields(report))
+        if self._verifier.busy:
+            return
+        every = self.campaign.settings.verify_every_s
+        for run in state.runs.values():
+            view = self._ckpt_views.get(run.id)
+            spec = self.campaign.runs.get(run.id)
+            if run.state != RUNNING or view is None or view.newest is None or spec is None:
+                continue
+            path = str(view.newest.path)
+            mine = [v for v in run.verified if v.get("attempt") == run.attempt]
+            if any(v.get("path") == path for v in mine):
+                continue
+            if mine and (now - parse_t(mine[-1])).total_seconds() < every:
+                continue
+            key = f"verify:{run.id}:{run.attempt}:{path}"
+            if key in self._keys:
+                continue
+            with self.journal.transaction() as txn:
+                if any(ev.get("key") == key for ev in txn.events):
+                    continue
+                txn.append("verify_started", now=now, key=key, run=run.id, path=path,
+                           attempt=run.attempt)
+            self._verifier.submit(self.campaign, spec, Path(path), run.attempt)
+            return
+
+    # ------------------------------------------------------------------ telemetry
+    def _sample_telemetry(self, now: datetime) -> None:
+        warnings: list[str] = []
+        if self.gpu_sampler is not None:
+            self._gpu = self.gpu_sampler.sample()
+            warnings.extend(self._idle_warnings(now))
+            if not self.read_only:
+                for event in self._gpu.events:
+                    # A lost GPU is one event; each Xid / ECC increase is its own.
+                    key = f"gpu:{event.kind}:{event.gpu}" + (
+                        "" if event.kind == "gpu_lost" else f":{event.code}:{event.at}")
+                    self._journal_once("warning", key, now,
+                                       message=event.message, source="gpu", gpu=event.gpu,
+                                       event=event.kind)
+        if self.host_sampler is not None:
+            self._host = self.host_sampler.sample()
+            warnings.extend(self._host.warnings)
+        self._telemetry_warnings = tuple(warnings)
+
+    def _idle_warnings(self, now: datetime) -> list[str]:
+        """"GPU idle while a GPU stage runs": the most common waste on a rented box."""
+        state = self.state(now)
+        held: set[int] = set()
+        for stage in self.campaign.stages:
+            if stage.machine == 1 and state.stages[stage.id].state == RUNNING:
+                held |= set(stage_gpus(stage, self.campaign.package.offer.gpus))
+        out = []
+        for gpu in self._gpu.gpus:
+            detector = self._idle.setdefault(gpu.index, IdleDetector(*self._idle_args))
+            warning = detector.update(now.timestamp(), None if gpu.lost else gpu.util,
+                                      gpu.index in held)
+            if warning:
+                out.append(f"GPU {gpu.index}: {warning}")
+        return out
+
+    def _gpu_memory_by_run(self, state: CampaignState) -> dict[str, int]:
+        """Where NVML shows a run's pid (or its children) on a GPU, its memory."""
+        out: dict[str, int] = {}
+        pids = {run.pid: run.id for run in state.runs.values()
+                if run.state == RUNNING and run.pid}
+        if not pids:
+            return out
+        for gpu in self._gpu.gpus:
+            for proc in gpu.processes:
+                run_id = pids.get(proc.pid)
+                if run_id is None and proc.visible:
+                    run_id = ancestor_run(self.supervisor, proc.pid, pids)
+                if run_id and proc.used_memory:
+                    out[run_id] = out.get(run_id, 0) + proc.used_memory
+        return out

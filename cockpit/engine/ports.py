@@ -1,0 +1,191 @@
+"""The engine's edges as small Protocols, and the real implementations it uses by default.
+
+The engine reads time only through a :class:`Clock`, writes and reads the journal
+through :class:`EventJournal`, touches processes only through :class:`Supervisor`
+and reads the machine through the two samplers. Tests hand it fakes of these
+(a clock that moves when told, a supervisor that records the signals it was asked
+to send) and drive the guards in milliseconds; the real ones below are the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from datetime import datetime, timezone
+from typing import Any, Protocol, runtime_checkable
+
+import psutil
+
+from cockpit.campaign.model import Campaign, Stage
+from cockpit.journal import JournalProblem
+from cockpit.runs import supervisor as _supervisor
+from cockpit.runs.supervisor import Launched
+from cockpit.telemetry import GpuReading, HostInfo
+
+
+# ---------------------------------------------------------------------- time
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC (journal stamps, file ages, the window)."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back (deadlines of a wait)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait (a fake clock advances instead)."""
+        ...
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> datetime:
+        return utc_now()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class CallableClock(SystemClock):
+    """A bare ``() -> datetime`` (the engine's older ``clock=`` argument) as a Clock.
+
+    Only wall time is given, so waits keep the real monotonic clock and sleep."""
+
+    def __init__(self, now: Callable[[], datetime]) -> None:
+        self._now = now
+
+    def now(self) -> datetime:
+        return self._now()
+
+
+def as_clock(clock: Clock | Callable[[], datetime] | None) -> Clock:
+    if clock is None:
+        return SystemClock()
+    if isinstance(clock, Clock):
+        return clock
+    return CallableClock(clock)  # a bare () -> datetime
+
+
+# ---------------------------------------------------------------------- the journal
+class JournalView(Protocol):
+    """Inside a journal transaction (the lock held)."""
+
+    @property
+    def events(self) -> list[dict[str, Any]]: ...
+
+    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
+        ...
+
+
+class EventJournal(Protocol):
+    """What the engine uses of :class:`cockpit.journal.Journal`."""
+
+    def events(self) -> list[dict[str, Any]]: ...
+
+    def problems(self) -> list[JournalProblem]: ...
+
+    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
+        ...
+
+    def transaction(self) -> AbstractContextManager[JournalView]: ...
+
+
+# ---------------------------------------------------------------------- processes
+class Supervisor(Protocol):
+    """Launching stages and signalling the process groups the journal recorded."""
+
+    def launch(self, campaign: Campaign, stage: Stage, now: datetime) -> Launched: ...
+
+    def alive(self, pid: int | None, create_time: float | None) -> bool: ...
+
+    def read_exit(self, exit_file: str | None) -> dict[str, Any] | None: ...
+
+    def signal_group(self, pid: int | None, pgid: int | None, create_time: float | None,
+                     sig: signal.Signals) -> bool: ...
+
+    def group_alive(self, pgid: int | None) -> bool: ...
+
+    def kill_leftovers(self, pgid: int, pid: int | None, create_time: float | None) -> None:
+        """SIGKILL a recorded group whose leader (the wrapper) is gone but members linger."""
+        ...
+
+    def ancestors(self, pid: int) -> list[int]:
+        """The pids of a process's parents (empty when it is gone)."""
+        ...
+
+
+class ProcessSupervisor:
+    """The real supervisor: :mod:`cockpit.runs.supervisor` and the process table."""
+
+    def launch(self, campaign: Campaign, stage: Stage, now: datetime) -> Launched:
+        return _supervisor.launch(campaign, stage, now)
+
+    def alive(self, pid: int | None, create_time: float | None) -> bool:
+        return _supervisor.alive(pid, create_time)
+
+    def read_exit(self, exit_file: str | None) -> dict[str, Any] | None:
+        return _supervisor.read_exit(exit_file)
+
+    def signal_group(self, pid: int | None, pgid: int | None, create_time: float | None,
+                     sig: signal.Signals) -> bool:
+        return _supervisor.signal_group(pid, pgid, create_time, sig)
+
+    def group_alive(self, pgid: int | None) -> bool:
+        return _supervisor.group_alive(pgid)
+
+    def kill_leftovers(self, pgid: int, pid: int | None, create_time: float | None) -> None:
+        if pid and _supervisor.alive(pid, create_time):
+            return  # signal_group already handled it
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def ancestors(self, pid: int) -> list[int]:
+        try:
+            return [p.pid for p in psutil.Process(pid).parents()]
+        except psutil.Error:
+            return []
+
+
+# ---------------------------------------------------------------------- telemetry
+class GpuSource(Protocol):
+    """What the engine uses of :class:`cockpit.telemetry.GpuSampler`."""
+
+    def start(self) -> None: ...
+
+    def sample(self) -> GpuReading: ...
+
+    def close(self) -> None: ...
+
+
+class HostSource(Protocol):
+    """What the engine uses of :class:`cockpit.telemetry.HostSampler`."""
+
+    def sample(self) -> HostInfo: ...
+
+
+def ancestor_run(supervisor: Supervisor, pid: int, runs: Mapping[int, str]) -> str | None:
+    """The run whose recorded pid is a parent of ``pid`` (a worker of a launcher)."""
+    for parent in supervisor.ancestors(pid):
+        if parent in runs:
+            return runs[parent]
+    return None
+
+
+__all__ = ["CallableClock", "Clock", "EventJournal", "GpuSource", "HostSource", "JournalView",
+           "ProcessSupervisor", "Supervisor", "SystemClock", "ancestor_run", "as_clock",
+           "utc_now"]

@@ -1,0 +1,61 @@
+"""Stage readiness: what a pending stage waits for (pure functions of plan and state).
+
+A pending stage is refined into ``ready`` (it has a command and nothing holds it),
+``needs-person`` (ready but without a command), ``waiting`` (an ``after`` stage has
+not ended, or its GPU is held: D6) or ``blocked`` (a pending decision upstream, or
+the question under revision). Used by the snapshot, auto-start and ``start``.
+"""
+
+from __future__ import annotations
+
+from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, Stage
+from cockpit.planning.advice import downstream
+from cockpit.runs.supervisor import stage_gpus
+from cockpit.state import ENDED, FAILED, PENDING, RUNNING, STOPPED, CampaignState
+
+
+def stage_status(campaign: Campaign, state: CampaignState, stage: Stage) -> str:
+    """pending stages refined: ready / needs-person / waiting / blocked."""
+    st = state.stages[stage.id]
+    if st.state != PENDING:
+        return st.state
+    if state.revised:
+        return "blocked"
+    if unmet_after(campaign, state, stage):
+        return "waiting"
+    for decider in state.pending_decisions:
+        if stage.id in downstream(campaign, decider):
+            return "blocked"
+    if gpu_conflict(campaign, state, stage):
+        return "waiting"
+    return "ready" if stage.command is not None else "needs-person"
+
+
+def unmet_after(campaign: Campaign, state: CampaignState, stage: Stage) -> list[str]:
+    """The stages in ``stage.after`` that have not ended (in plan order)."""
+    unmet: list[str] = []
+    for dep in stage.after:
+        dep_state = state.stages[dep].state
+        if dep_state in ENDED:
+            continue
+        dep_stage = campaign.stage(dep)
+        if dep_state in (FAILED, STOPPED) and dep_stage.category in OPTIONAL_CATEGORIES:
+            continue  # an optional stage that failed is information, not a blocker (D15)
+        unmet.append(f"{dep} ({dep_state})")
+    return unmet
+
+
+def gpu_conflict(campaign: Campaign, state: CampaignState, stage: Stage) -> str | None:
+    """The running stage on the same machine that holds one of this stage's GPUs."""
+    gpus = campaign.package.offer.gpus
+    mine = set(stage_gpus(stage, gpus))
+    if not mine:
+        return None
+    for other in campaign.stages:
+        if other.id == stage.id or other.machine != stage.machine:
+            continue
+        if state.stages[other.id].state != RUNNING:
+            continue
+        if mine & set(stage_gpus(other, gpus)):
+            return other.id
+    return None
