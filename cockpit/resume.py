@@ -65,7 +65,7 @@ def capture_rng_state() -> dict[str, Any]:
     try:
         import numpy as np
     except ImportError:
-        np = None  # type: ignore[assignment]
+        np = None  # type: ignore[assignment]  # optional: numpy's RNG is saved when present
     if np is not None:
         name, keys, pos, has_gauss, cached = np.random.get_state()
         # keys is a uint32 ndarray: numpy arrays need unsafe globals, so keep ints.

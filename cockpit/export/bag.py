@@ -284,8 +284,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         runs_json[run_id] = {
             "status": status, "reason": reason, "kind": run.kind, "result": run.result_id,
             "state": rs.state if rs else NOT_STARTED,
-            "stage": rs.stage if rs and rs.stage else
-            (campaign.stage_of_run(run_id).id if campaign.stage_of_run(run_id) else None),
+            "stage": rs.stage if rs and rs.stage else _stage_id_of(campaign, run_id),
             "verdict": rs.verdict if rs else None,
             "verdict_reason": rs.verdict_reason if rs else None,
             "base_model": run.base_model, "base_revision": run.base_revision,
@@ -385,3 +384,8 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         linked=sum(1 for f in payload.files.values() if f.linked), verified=report.ok,
         verify=report, fetch_commands=commands, warnings=warnings, skipped=payload.skipped,
         timings=timings)
+
+
+def _stage_id_of(campaign: Campaign, run_id: str) -> str | None:
+    stage = campaign.stage_of_run(run_id)
+    return stage.id if stage is not None else None

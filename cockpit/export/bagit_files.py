@@ -50,8 +50,9 @@ def write_bag_files(bag: Path, files: dict[str, FileEntry], info: dict[str, str]
 def write_tar(bag: Path, tar_path: Path, arcname: str) -> tuple[str, int]:
     with open(tar_path, "wb") as raw:
         writer = HashingWriter(raw)
-        with tarfile.open(fileobj=writer, mode="w", format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
-                          copybufsize=CHUNK) as tar:
+        # The hashing writer is a duck-typed binary stream; typeshed wants an IO[bytes].
+        with tarfile.open(fileobj=writer, mode="w",  # type: ignore[call-overload]
+                          format=tarfile.PAX_FORMAT, copybufsize=CHUNK) as tar:
             tar.add(bag, arcname=arcname, recursive=True)
         raw.flush()
         os.fsync(raw.fileno())

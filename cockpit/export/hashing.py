@@ -98,7 +98,8 @@ class HashingWriter:
     def write(self, data: bytes) -> int:
         self.digest.update(data)
         self.size += len(data)
-        return self.handle.write(data)
+        written: int = self.handle.write(data)
+        return written
 
     def tell(self) -> int:
         return self.size

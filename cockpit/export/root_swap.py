@@ -25,7 +25,7 @@ def is_export_root(path: Path) -> bool:
     if not any(path.iterdir()):
         return True
     try:
-        return json.loads((path / "export.json").read_text()).get("format") == ROOT_FORMAT
+        return bool(json.loads((path / "export.json").read_text()).get("format") == ROOT_FORMAT)
     except (OSError, ValueError, AttributeError):
         return False
 

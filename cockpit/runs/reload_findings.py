@@ -100,7 +100,8 @@ class Ctx:
 
     @property
     def present(self) -> dict[str, bool]:
-        return self.result["present"]
+        present: dict[str, bool] = self.result["present"]
+        return present
 
     def warn(self, words: str) -> None:
         if words not in self.result["warnings"]:

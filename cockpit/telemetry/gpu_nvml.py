@@ -128,7 +128,8 @@ def load_pynvml() -> ModuleType:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         import pynvml
-    return pynvml
+    module: ModuleType = pynvml
+    return module
 
 
 

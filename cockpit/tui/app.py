@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -218,6 +218,7 @@ class CockpitApp(App[int]):
                             else v.get("primary-lighten-2", "cyan")),
         }
         for panel in self.screen_stack[0].query("LivePanel, GpuPanel, LiveTable"):
+            # query() yields Widget; the selector names only classes that have forget().
             panel.forget()  # type: ignore[attr-defined]
         if self.snapshot is not None and len(self.screen_stack) == 1:
             self.draw(self.snapshot)
@@ -302,7 +303,7 @@ class CockpitApp(App[int]):
             self.warnings_panel.render_snapshot(snap, lv)
             self.event_log.render_snapshot(snap, lv)
 
-    def on_screen_resume(self, event: Screen.ScreenResume) -> None:
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
         if self.snapshot is not None and len(self.screen_stack) == 1:
             self.draw(self.snapshot)
 
@@ -310,6 +311,7 @@ class CockpitApp(App[int]):
         if not self.screen_stack:
             return
         for panel in self.screen_stack[0].query("LivePanel, GpuPanel"):
+            # query() yields Widget; the selector names only classes that have forget().
             panel.forget()  # type: ignore[attr-defined]
         self.redraw_soon()
 
@@ -355,7 +357,7 @@ class CockpitApp(App[int]):
             return bool(snap.window.options) or None
         return True
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for binding in self.BINDINGS:
             assert isinstance(binding, Binding)
@@ -371,7 +373,7 @@ class CockpitApp(App[int]):
 
     @staticmethod
     def _markable(snap: Snapshot) -> list[tuple[str, tuple[str, ...]]]:
-        out = []
+        out: list[tuple[str, tuple[str, ...]]] = []
         for s in snap.stages:
             if s.state == "needs-person":
                 out.append((s.id, ("started", "done")))
@@ -380,7 +382,7 @@ class CockpitApp(App[int]):
         return out
 
     # ------------------------------------------------------------------ acting
-    def ask(self, title: str, body: str, then: Callable[[], None]) -> None:
+    def ask(self, title: str, body: str, then: Callable[[], object]) -> None:
         """y/n before anything is written; only an explicit y goes on."""
         def answered(yes: bool | None) -> None:
             if yes:

@@ -497,15 +497,15 @@ def timeline_text(snap: Snapshot, slots: Sequence[Slot], width: int, levels: Lev
         out.append(Text(""))
         for slot in slots:
             view = views.get(slot.stage.id)
-            real = "not started"
+            realized = "not started"
             if view is not None and view.started_at is not None:
-                real = (f"{view.started_at:%m-%d %H:%M} → "
+                realized = (f"{view.started_at:%m-%d %H:%M} → "
                         f"{tx.clock(view.ended_at) if view.ended_at else 'now'}")
             out.append(styled([
                 (f"{tx.stage_state(view.state if view else '?'):<16}", ""),
                 (f"{slot.stage.id:<16}", "bold"),
                 (f"plan +{slot.start:5.1f} h → +{slot.end:5.1f} h   ", ""),
-                (f"real {real}", "")]))
+                (f"real {realized}", "")]))
     return block(out)
 
 
