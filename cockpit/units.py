@@ -122,3 +122,8 @@ def plain_amount(value: Decimal) -> str:
 def format_percent(value: float | None, decimals: int = 0) -> str:
     """``12%``, or ``—`` while there is no real figure yet (a first CPU sample)."""
     return "—" if value is None else f"{value:.{decimals}f}%"
+
+
+def for_packages(count: int) -> str:
+    """``for the package`` / ``for 2 packages``: a price always covers whole packages (D8)."""
+    return "for the package" if count == 1 else f"for {count} packages"

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from cockpit.cli.common import EXIT_OK, acting
-from cockpit.units import format_hours
+from cockpit.units import for_packages, format_hours
 
 # A headless instance writes a status line each tick; one fresher than this is "live".
 LIVE_STATUS_S = 15.0
@@ -182,7 +182,8 @@ def render_plan(campaign: Any, plan: Any, warnings: list[str]) -> str:
     f = plan.figures
     cost = str(plan.cost) if plan.cost else "price unknown"
     lines = [
-        f"campaign {campaign.id} · {pkg.offer.id} × {pkg.count} · {cost} for the package"
+        f"campaign {campaign.id} · {pkg.offer.id} × {pkg.count} · {cost} "
+        f"{for_packages(pkg.count)}"
         f" · window {format_hours(f.window_hours)} h from {pkg.start.isoformat()}",
     ]
     if campaign.question:
@@ -211,6 +212,10 @@ def render_plan(campaign: Any, plan: Any, warnings: list[str]) -> str:
     if plan.options:
         lines.append("options (D11):")
         lines.extend(f"  - {o.describe()}" for o in plan.options)
+    elif not f.fits:
+        from cockpit.planning.schedule import no_options_reason
+
+        lines.append(no_options_reason(campaign))
     for warning in warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)

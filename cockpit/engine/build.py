@@ -17,6 +17,7 @@ from cockpit.engine import readiness
 from cockpit.engine.core import parse_t
 from cockpit.journal import JournalProblem
 from cockpit.planning.forecast import forecast
+from cockpit.planning.schedule import no_options_reason
 from cockpit.runs.checkpoints import CheckpointScan, interval_advice
 from cockpit.runs.metrics import MetricStream
 from cockpit.snapshot import (
@@ -133,7 +134,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                 rules.append(RuleView(rule.id, run_id, rule.kind, "ok", None, rule.action,
                                       rule.metric, value))
 
-    warnings = list(_warnings(campaign, state, obs, fc.verdict))
+    warnings = list(_warnings(campaign, state, obs, fc.verdict,
+                              tuple(o.describe() for o in fc.options)))
     warnings.extend(obs.gpu.warnings)
     warnings.extend(obs.telemetry_warnings)
     return Snapshot(
@@ -182,7 +184,7 @@ def typical_interval(view: CheckpointScan) -> float | None:
 
 
 def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
-              verdict: str) -> Iterable[str]:
+              verdict: str, options: tuple[str, ...]) -> Iterable[str]:
     if state.plan_changed:
         yield ("the campaign file changed after the plan was recorded: the plan is never "
                "rewritten (D24); explain deviations with notes")
@@ -192,4 +194,6 @@ def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
         yield f"journal line {problem.line}: {problem.message}"
     yield from state.journal_warnings
     if verdict == "exceeds":
-        yield "the forecast exceeds the rental window (D11): see the options"
+        yield ("the forecast exceeds the rental window (D11): see the options" if options
+               else f"the forecast exceeds the rental window (D11): "
+                    f"{no_options_reason(campaign)}")

@@ -1,28 +1,32 @@
 """The domain's advice on a plan (D3, D4, D13): warnings, never errors.
 
-A stage's role is its ``role:`` key, or else read from its id or run id
-(``control``, ``data``, ``resume``, ``pilot``), so plain campaign files get the
-advice without extra keys.
+A stage's role is its ``role:`` key, or else its id or run id when that id *is* the
+role's name (``control``, ``data-check``, ``resume-check``, ``pilot``, ...), so plain
+campaign files get the advice without extra keys. Only exact ids count: ``load-data``
+is no data check, ``resume-writing`` no resume check, ``uncontrolled-sweep`` no control.
 """
 
 from __future__ import annotations
 
 from cockpit.campaign.model import Campaign, Stage
 
-_ROLE_WORDS = {
-    "control": ("control",),
-    "data_check": ("data-check", "data_check", "datacheck", "data"),
-    "resume_check": ("resume",),
+_ROLE_IDS = {
+    "control": ("control", "baseline"),
+    "data_check": ("data-check", "data_check", "datacheck"),
+    "resume_check": ("resume-check", "resume_check"),
     "pilot": ("pilot",),
+    "export": ("export",),
+    "retrieval": ("retrieval", "fetch"),
 }
 
 
 def role_of(stage: Stage) -> str | None:
+    """The ``role:`` key, or the role whose name the stage's id (or run id) is."""
     if stage.role:
         return stage.role
     names = (stage.id.lower(), (stage.run or "").lower())
-    for role, words in _ROLE_WORDS.items():
-        if any(word in name for word in words for name in names):
+    for role, ids in _ROLE_IDS.items():
+        if any(name in ids for name in names):
             return role
     return None
 

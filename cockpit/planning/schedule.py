@@ -10,10 +10,10 @@ machine's CPU; stages sharing nothing overlap (D6). Ties go by file order.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cockpit.campaign.model import Campaign, Offer, Stage
-from cockpit.units import Money
+from cockpit.units import Money, for_packages, format_hours
 
 ResourceKey = tuple[object, ...]
 
@@ -46,21 +46,29 @@ class Figures:
 class Option:
     """One way out when the plan does not fit (D11)."""
 
-    kind: str  # "offer" | "shorten"
+    kind: str  # "offer" | "shorten" | "second-package"
     fits: bool
     reserved_hours: float
     offer: str | None = None
     cost: Money | None = None
     drops: tuple[str, ...] = ()
     saves_hours: float = 0.0
+    moved: tuple[str, ...] = ()  # second-package: the GPU stages that run on the new machine
+    packages: int = 1  # how many packages ``cost`` pays for
 
     def describe(self) -> str:
+        verdict = "then fits" if self.fits else "still exceeds"
         if self.kind == "offer":
             price = str(self.cost) if self.cost else "price unknown"
-            return f"take {self.offer} ({price} for the package)"
-        verdict = "then fits" if self.fits else "still exceeds"
-        return (f"shorten: drop {', '.join(self.drops)} (saves {self.saves_hours:g} h, "
-                f"{verdict})")
+            return f"take {self.offer} ({price} {for_packages(self.packages)})"
+        if self.kind == "second-package":
+            price = f"{self.cost} more" if self.cost else "price unknown"
+            return (f"a second {self.offer} package ({price}): run {', '.join(self.moved)} on "
+                    f"it, saves {format_hours(self.saves_hours)} h, {verdict} — only if the "
+                    "work splits across machines and your environment allows it; GPUs are "
+                    "not pooled (D12)")
+        return (f"shorten: drop {', '.join(self.drops)} (saves "
+                f"{format_hours(self.saves_hours)} h, {verdict})")
 
 
 @dataclass(frozen=True)
@@ -181,11 +189,17 @@ def figures(slots: Iterable[Slot], window_hours: float, overrun_hours: float = 0
 
 def overrun_options(campaign: Campaign, reserved_hours: float,
                     reserved_without: Callable[[set[str]], float],
-                    droppable: Iterable[str] | None = None) -> tuple[Option, ...]:
-    """Longer offers of the same GPU that fit, then shortened protocols (D11).
+                    droppable: Iterable[str] | None = None,
+                    reserved_moving: Callable[[set[str]], float] | None = None,
+                    ) -> tuple[Option, ...]:
+    """Longer offers of the same GPU that fit, shortened protocols (D11), and a second
+    package when independent GPU work could run on it (D12).
 
     ``reserved_without(drops)`` gives the end-to-end hours with those stages dropped;
-    ``droppable`` limits which stages may still be dropped (not yet started ones).
+    ``droppable`` limits which stages may still be dropped (not yet started ones);
+    ``reserved_moving(stages)`` the hours with those stages on a second machine.
+    Every option saves something, none is listed twice, and no option drops more than
+    another one that saves as much.
     """
     offer = campaign.package.offer
     options: list[Option] = []
@@ -193,17 +207,93 @@ def overrun_options(campaign: Campaign, reserved_hours: float,
         if _same_card(other, offer) and other.days > offer.days \
                 and other.window_hours >= reserved_hours:
             cost = None if other.price is None else other.price * campaign.package.count
-            options.append(Option("offer", True, reserved_hours, offer=other.id, cost=cost))
+            options.append(Option("offer", True, reserved_hours, offer=other.id, cost=cost,
+                                  packages=campaign.package.count))
+    options.extend(_shorten_options(campaign, reserved_hours, reserved_without, droppable))
+    if reserved_moving is not None:
+        second = _second_package(campaign, reserved_hours, reserved_moving)
+        if second is not None:
+            options.append(second)
+    return tuple(options)
+
+
+def no_options_reason(campaign: Campaign) -> str:
+    """Why a plan that does not fit has no option (D11), in words."""
+    offer = campaign.package.offer
+    longer = [o for o in campaign.offers.values() if _same_card(o, offer) and o.days > offer.days]
+    optional = [s for s in campaign.stages if s.category != "essential"]
+    parts = [f"no longer {offer.gpu} package in the catalog holds the plan" if longer else
+             f"the catalog has no longer {offer.gpu} package",
+             "dropping the optional stages saves no time" if optional else
+             "every stage is essential"]
+    return ("no option: " + " and ".join(parts)
+            + "; revise the question or shorten the essential work (D4, D11)")
+
+
+def _saving(reserved_hours: float, shorter: float) -> float:
+    # Rounded as shown: a saving that rounds to 0 h is no saving.
+    return float(format_hours(reserved_hours - shorter))
+
+
+def _shorten_options(campaign: Campaign, reserved_hours: float,
+                     reserved_without: Callable[[set[str]], float],
+                     droppable: Iterable[str] | None) -> list[Option]:
     allowed = None if droppable is None else set(droppable)
-    for categories in (("exploratory",), ("exploratory", "useful")):
-        drops = tuple(s.id for s in campaign.stages
-                      if s.category in categories and (allowed is None or s.id in allowed))
+    optional = [s.id for s in campaign.stages if s.category in ("exploratory", "useful")
+                and (allowed is None or s.id in allowed)]
+    exploratory = [s.id for s in campaign.stages if s.category == "exploratory"
+                   and s.id in optional]
+    useful = [sid for sid in optional if sid not in exploratory]
+    # Exploratory work goes first (D3); useful work only after all exploratory work.
+    candidates = [{sid} for sid in exploratory] + [set(exploratory)]
+    candidates += [set(exploratory) | {sid} for sid in useful] + [set(optional)]
+    window = campaign.package.offer.window_hours
+    found: dict[tuple[str, ...], float] = {}
+    for drops in candidates:
         if not drops:
             continue
-        shorter = _round(reserved_without(set(drops)))
-        options.append(Option("shorten", shorter <= offer.window_hours, shorter, drops=drops,
-                              saves_hours=_round(reserved_hours - shorter)))
-    return tuple(options)
+        saves = _saving(reserved_hours, reserved_without(drops))
+        if saves <= 0:
+            continue
+        # Keep only the stages whose drop matters: "notes, variant-x" saves what
+        # "variant-x" alone saves when notes runs beside the GPU work.
+        for sid in sorted(drops):
+            rest = drops - {sid}
+            if rest and _saving(reserved_hours, reserved_without(rest)) >= saves:
+                drops = rest
+        key = tuple(s.id for s in campaign.stages if s.id in drops)
+        found[key] = saves
+    kept = [key for key, saves in found.items()
+            if not any(set(other) < set(key) and found[other] >= saves for other in found)]
+    options = []
+    for key in sorted(kept, key=lambda k: (reserved_hours - found[k] > window, len(k),
+                                           -found[k])):
+        shorter = reserved_hours - found[key]
+        options.append(Option("shorten", shorter <= window, _round(shorter), drops=key,
+                              saves_hours=found[key]))
+    return options[:4]
+
+
+def _second_package(campaign: Campaign, reserved_hours: float,
+                    reserved_moving: Callable[[set[str]], float]) -> Option | None:
+    """Greedy: move GPU stages to a second machine while that shortens the plan."""
+    if campaign.package.count != 1:
+        return None
+    gpu_stages = [s.id for s in campaign.stages if s.uses_gpu]
+    moved: set[str] = set()
+    best = reserved_hours
+    for sid in reversed(gpu_stages):  # later stages move; the first (the control) stays
+        trial = reserved_moving(moved | {sid})
+        if trial < best - 1e-9:
+            moved.add(sid)
+            best = trial
+    saves = _saving(reserved_hours, best)
+    if not moved or saves <= 0:
+        return None
+    offer = campaign.package.offer
+    return Option("second-package", best <= offer.window_hours, _round(best), offer=offer.id,
+                  cost=offer.price, saves_hours=saves,
+                  moved=tuple(s for s in gpu_stages if s in moved))
 
 
 def _same_card(a: Offer, b: Offer) -> bool:
@@ -221,9 +311,15 @@ def plan_campaign(campaign: Campaign, overrun_hours: float = 0.0,
         shorter = schedule(campaign.stages, offer.gpus, dropped=base | drops)
         return figures(shorter, offer.window_hours, overrun_hours).reserved_hours
 
+    def reserved_moving(moved: set[str]) -> float:
+        stages = [replace(s, machine=2) if s.id in moved else s for s in campaign.stages]
+        split = schedule(stages, offer.gpus, dropped=base)
+        return figures(split, offer.window_hours, overrun_hours).reserved_hours
+
     droppable = [s.id for s in campaign.stages if s.id not in base]
     options = () if figs.fits else overrun_options(campaign, figs.reserved_hours,
-                                                   reserved_without, droppable)
+                                                   reserved_without, droppable,
+                                                   reserved_moving)
     return Plan(slots, figs, options, campaign.package.cost)
 
 
