@@ -78,3 +78,57 @@ def test_prices_for_two_packages_say_so(tmp_path: Path) -> None:
     out = run_cockpit("plan", str(path)).stdout
     assert "94.28 USD for 2 packages" in out and "for the package" not in out
     assert "take rtx4090-7d (220 USD for 2 packages)" in out
+
+
+def _warnings(path: Path) -> list[str]:
+    result = run_cockpit("check", str(path))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    return [line.split("warning: ", 1)[1] for line in result.stderr.splitlines()]
+
+
+GUIDED = ("  - {id: data-check, duration: 1h, resource: cpu}\n"
+          "  - {id: pilot, duration: 2h, resource: gpu, decision_point: true, run: pilot,"
+          " after: [data-check]}\n"
+          "  - {id: resume-check, duration: 1h, resource: gpu, after: [pilot]}\n"
+          "  - {id: control, duration: 5h, resource: gpu, run: control, after: [resume-check]}\n")
+RULES = "stop_rules:\n  - {id: finite-loss, kind: non_finite, metric: loss}\n"
+
+
+def test_a_guided_campaign_checks_clean(tmp_path: Path) -> None:
+    path = _file(tmp_path, GUIDED + "  - {id: variant-a, duration: 5h, resource: gpu,"
+                 " run: variant-a, after: [control], category: useful}\n",
+                 extra=RULES + "runs:\n  control: {params: {lr: 0.1, hidden: 64}}\n"
+                       "  variant-a: {params: {lr: 0.1, hidden: 128}}\n")
+    assert _warnings(path) == []
+
+
+def test_no_stop_rules_no_question_unknown_price_are_warned(tmp_path: Path) -> None:
+    path = _file(tmp_path, GUIDED, offer="b200-3d")
+    path.write_text(path.read_text().replace(
+        'question: "Does variant-x raise accuracy by 0.01 over the control?"', 'question: ""'))
+    warnings = " | ".join(_warnings(path))
+    assert "no stop rules (D14" in warnings
+    assert "names no question (D1" in warnings
+    assert "price of b200-3d is unknown (D10)" in warnings
+
+
+def test_a_variant_before_the_decision_point_is_warned(tmp_path: Path) -> None:
+    path = _file(tmp_path, GUIDED + "  - {id: variant-a, duration: 5h, resource: gpu,"
+                 " run: variant-a, after: [data-check], category: useful}\n", extra=RULES)
+    assert ["variant 'variant-a' (useful) is scheduled before the pilot's decision point "
+            "(D4: the pilot exists to decide it)"] == _warnings(path)
+
+
+def test_variant_params_that_test_nothing_or_too_much_are_warned(tmp_path: Path) -> None:
+    path = _file(tmp_path, GUIDED
+                 + "  - {id: variant-a, duration: 5h, resource: gpu, run: variant-a,"
+                   " after: [control], category: useful}\n"
+                 + "  - {id: variant-b, duration: 5h, resource: gpu, run: variant-b,"
+                   " after: [control], category: useful}\n",
+                 extra=RULES + "runs:\n  control: {params: {lr: 0.1, hidden: 64, wd: 0}}\n"
+                       "  variant-a: {params: {lr: 0.1, hidden: 64, wd: 0}}\n"
+                       "  variant-b: {params: {lr: 0.3, hidden: 128, wd: 0}}\n")
+    assert _warnings(path) == [
+        "variant 'variant-a' has the same params as the control 'control': it tests nothing",
+        "variant 'variant-b' differs from the control 'control' in 2 params (hidden, lr): it "
+        "changes several causes at once; a variant that isolates one cause says more"]

@@ -80,4 +80,68 @@ def plan_warnings(campaign: Campaign) -> list[str]:
         warnings.append(
             f"{len(early)} exploratory stages ({', '.join(early)}) are not after a decision "
             "point (D13: decide after the pilot, don't launch every combination at once)")
+    if deciders:
+        for stage in variant_stages(campaign):
+            if stage.category != "exploratory" and stage.uses_gpu \
+                    and stage.id not in after_decision:
+                warnings.append(f"variant {stage.id!r} ({stage.category}) is scheduled before "
+                                "the pilot's decision point (D4: the pilot exists to decide it)")
+    warnings.extend(_question_warnings(campaign))
+    warnings.extend(_params_warnings(campaign))
     return warnings
+
+
+def variant_stages(campaign: Campaign) -> list[Stage]:
+    """The stages whose runs are the variants: the conclusion's, or else every GPU stage
+    with a run that is not the control, the pilot, a data check or a resume check."""
+    spec = campaign.conclusion
+    if spec is not None:
+        variants = set(spec.variants) or {r for r in campaign.runs if r != spec.baseline}
+        return [s for s in campaign.stages if s.run in variants]
+    plain = ("control", "pilot", "data_check", "resume_check", "export", "retrieval")
+    return [s for s in campaign.stages
+            if s.run and s.uses_gpu and role_of(s) not in plain]
+
+
+def _question_warnings(campaign: Campaign) -> list[str]:
+    out = []
+    if not campaign.question.strip():
+        out.append("the campaign names no question (D1: name the question and what closes "
+                   "it; 'train a model' is not a goal)")
+    if not campaign.stop_rules:
+        out.append("no stop rules (D14: fix them before the runs: a non-finite loss, a quality "
+                   "floor, a truncated input, no usable restart)")
+    if campaign.package.offer.price is None:
+        out.append(f"the price of {campaign.package.offer.id} is unknown (D10): the budget "
+                   "and the share per accepted result will be undefined until you state it")
+    return out
+
+
+def _params_warnings(campaign: Campaign) -> list[str]:
+    """A variant tests one cause against the control: same params test nothing, several
+    changed keys change several causes at once."""
+    control = _control_run(campaign)
+    if control is None or control not in campaign.runs or campaign.runs[control].params_file:
+        return []
+    base = campaign.runs[control].params
+    out = []
+    for stage in variant_stages(campaign):
+        run = campaign.runs.get(stage.run or "")
+        if run is None or run.id == control or run.params_file or not run.params:
+            continue
+        changed = sorted(k for k in set(base) | set(run.params)
+                         if base.get(k) != run.params.get(k))
+        if not changed:
+            out.append(f"variant {run.id!r} has the same params as the control {control!r}: "
+                       "it tests nothing")
+        elif len(changed) > 1:
+            out.append(f"variant {run.id!r} differs from the control {control!r} in "
+                       f"{len(changed)} params ({', '.join(changed)}): it changes several "
+                       "causes at once; a variant that isolates one cause says more")
+    return out
+
+
+def _control_run(campaign: Campaign) -> str | None:
+    if campaign.conclusion is not None:
+        return campaign.conclusion.baseline
+    return next((s.run for s in campaign.stages if role_of(s) == "control" and s.run), None)
