@@ -1,8 +1,8 @@
 """GPU telemetry through NVML (the `pynvml` module of nvidia-ml-py).
 
-This module owns the NVML adapter: init/shutdown, device handles, what is read
-how often, decoding throttle reasons, the event API (Xid, ECC), GPU process
-lookup through psutil, and every way NVML can fail. It degrades, never dies:
+This module and the two beside it own the NVML adapter: init/shutdown, device
+handles, what is read how often, decoding throttle reasons, the event API (Xid,
+ECC), GPU process lookup through psutil, and every way NVML can fail. It degrades, never dies:
 a field NVML does not support becomes None, a lost GPU is marked lost while
 the others keep reporting, and a missing library, driver or permission turns
 into an "unavailable" reading with a one-line reason that says the fix.
@@ -15,7 +15,9 @@ thread (the engine's telemetry worker); it is not thread-safe.
 NVML's vocabulary (codes, fixes in words, throttle decoding, Xid hints, loading
 pynvml, the psutil process lookup) lives in :mod:`cockpit.telemetry.gpu_nvml`;
 opening and reading each device, with its degradation chain, lives in
-:mod:`cockpit.telemetry.gpu_device`.
+:mod:`cockpit.telemetry.gpu_device`; the Xid/ECC event set in
+:mod:`cockpit.telemetry.gpu_events`. `GpuSampler` here is the facade over them:
+lifecycle (load, init, shutdown), the unavailable reasons, and one reading per tick.
 """
 
 from __future__ import annotations
@@ -27,26 +29,14 @@ from typing import Any
 
 from cockpit.telemetry.fake_nvml import FakeNvml
 from cockpit.telemetry.gpu_device import DeviceReader
-from cockpit.telemetry.gpu_nvml import (
-    EVENT_DBE,
-    EVENT_XID,
-    INIT_FIXES,
-    MAX_EVENTS_PER_TICK,
-    XID_HINTS,
-    handle_key,
-    nvml_text,
-    psutil_describe,
-)
+from cockpit.telemetry.gpu_events import EventWatcher
+from cockpit.telemetry.gpu_nvml import INIT_FIXES, nvml_text, psutil_describe
 from cockpit.telemetry.gpu_nvml import decode_throttle as decode_throttle  # re-exported
 from cockpit.telemetry.gpu_nvml import load_pynvml as load_pynvml  # re-exported
 from cockpit.telemetry.gpu_nvml import (
     simulate_count_from_env as simulate_count_from_env,  # re-exported
 )
-from cockpit.telemetry.model import (
-    GpuReading,
-    ReadingStatus,
-    TelemetryEvent,
-)
+from cockpit.telemetry.model import GpuReading, ReadingStatus, TelemetryEvent
 
 
 class GpuSampler:
@@ -89,7 +79,7 @@ class GpuSampler:
         self._driver: str | None = None
         self._missing: set[str] = set()
         self._reader: DeviceReader | None = None  # made in start(), once the module is known
-        self._event_set: Any = None
+        self._events: EventWatcher | None = None  # made in start(), once devices are open
         self._pending: list[TelemetryEvent] = []
 
     # --- public ---------------------------------------------------------------
@@ -153,10 +143,8 @@ class GpuSampler:
         except Exception as exc:  # not an NVML error: a broken binding; never raise
             self._error = f"NVML setup failed ({exc!r}): run nvidia-smi to see what the driver says"
             return
-        try:
-            self._open_events(reader)
-        except Exception:
-            self._event_set = None  # events are a bonus: sampling works without them
+        self._events = EventWatcher(reader, sticky_s=self._sticky_s)
+        self._events.open()
 
     def sample(self) -> GpuReading:
         """One reading of every GPU, plus events that are new since the last one."""
@@ -170,7 +158,8 @@ class GpuSampler:
         now = self._clock()
         reader.tick_warnings = []
         events, self._pending = self._pending, []
-        self._poll_events(now, events)
+        if self._events is not None:
+            self._events.poll(now, events)
         gpus = reader.read_all(now, events)
         warns = reader.warnings(now, gpus)
         warns.extend(reader.tick_warnings)
@@ -188,12 +177,8 @@ class GpuSampler:
         if self._closed:
             return
         self._closed = True
-        if self._event_set is not None:
-            try:
-                self._nvml.nvmlEventSetFree(self._event_set)
-            except Exception:
-                pass  # shutting down anyway
-            self._event_set = None
+        if self._events is not None:
+            self._events.close()
         if self._initialized:
             self._initialized = False
             try:
@@ -222,88 +207,6 @@ class GpuSampler:
             f"NVML init failed ({type(exc).__name__}: {exc}): "
             "run nvidia-smi to see what the driver says"
         )
-
-    def _open_events(self, reader: DeviceReader) -> None:
-        nvml = self._nvml
-        create = getattr(nvml, "nvmlEventSetCreate", None)
-        if create is None or not hasattr(nvml, "nvmlEventSetWait"):
-            self._missing.add("nvmlEventSetCreate" if create is None else "nvmlEventSetWait")
-            return
-        try:
-            event_set = create()
-        except Exception as exc:
-            if getattr(exc, "value", None) == reader.codes["NVML_ERROR_FUNCTION_NOT_FOUND"]:
-                self._missing.add("nvmlEventSetCreate")
-            return
-        wanted = getattr(nvml, "nvmlEventTypeXidCriticalError", EVENT_XID) | getattr(
-            nvml, "nvmlEventTypeDoubleBitEccError", EVENT_DBE
-        )
-        registered = 0
-        for dev in reader.devices:
-            if dev.lost:
-                continue
-            try:
-                supported = int(nvml.nvmlDeviceGetSupportedEventTypes(dev.handle))
-            except Exception:
-                supported = wanted
-            mask = supported & wanted
-            if not mask:
-                dev.unsupported.add("events")
-                continue
-            try:
-                nvml.nvmlDeviceRegisterEvents(dev.handle, mask, event_set)
-                registered += 1
-            except Exception:
-                dev.unsupported.add("events")
-        if registered:
-            self._event_set = event_set
-        else:
-            try:
-                nvml.nvmlEventSetFree(event_set)
-            except Exception:
-                pass
-
-    # --- events ---------------------------------------------------------------
-
-    def _poll_events(self, now: float, events: list[TelemetryEvent]) -> None:
-        reader = self._reader
-        if self._event_set is None or reader is None:
-            return
-        wait = self._nvml.nvmlEventSetWait
-        for _ in range(MAX_EVENTS_PER_TICK):
-            try:
-                data = wait(self._event_set, 0)  # timeout 0: never blocks the tick
-            except reader.err as exc:
-                if getattr(exc, "value", None) != reader.codes["NVML_ERROR_TIMEOUT"]:
-                    reader.tick_warnings.append(f"NVML event wait failed: {exc}")
-                return
-            except Exception as exc:
-                reader.tick_warnings.append(f"NVML event wait failed: {exc!r}")
-                return
-            dev = reader.by_key.get(handle_key(data.device))
-            index = dev.index if dev is not None else -1
-            kind = int(data.eventType)
-            if kind & EVENT_XID:
-                xid = int(data.eventData)
-                hint = XID_HINTS.get(xid, "see NVIDIA's Xid catalog")
-                message = f"GPU{index}: Xid {xid} critical error: {hint}"
-                events.append(
-                    TelemetryEvent(kind="gpu_xid", gpu=index, message=message, code=xid, at=now)
-                )
-                if dev is not None:
-                    dev.sticky.append((now + self._sticky_s, message))
-            elif kind & EVENT_DBE:
-                if dev is not None and "ecc" not in dev.unsupported:
-                    dev.next_slow = now  # the counter read this tick makes the event
-                else:
-                    events.append(
-                        TelemetryEvent(
-                            kind="gpu_ecc",
-                            gpu=index,
-                            message=f"GPU{index}: uncorrected (double-bit) ECC error",
-                            at=now,
-                        )
-                    )
 
     def _unavailable(self, reason: str) -> GpuReading:
         return GpuReading(
