@@ -258,7 +258,8 @@ def auto_accept(engine: Any, now: datetime, *,
     written: list[dict[str, Any]] = []
     for run_id, run in state.runs.items():
         spec = campaign.runs.get(run_id)
-        if spec is None or not spec.acceptance or run.verdict is not None:
+        if spec is None or not spec.acceptance or not spec.produces_result \
+                or run.verdict is not None:
             continue
         if run.state not in ENDED_RUN_STATES or run.state == RUNNING:
             continue

@@ -34,6 +34,8 @@ def accepted_results(campaign: Campaign, state: CampaignState) -> dict[str, list
         if run.verdict != "accepted" or run.state == STOPPED or run.stop is not None:
             continue
         spec = campaign.runs.get(run_id)
+        if spec is not None and not spec.produces_result:
+            continue  # a data check, pilot or resume check is no result (D21)
         result_id = spec.result_id if spec is not None else run_id
         results.setdefault(result_id, []).append(run_id)
     return dict(sorted(results.items()))
@@ -43,6 +45,9 @@ def rejections(campaign: Campaign, state: CampaignState) -> list[dict[str, Any]]
     """Every reason a run is not an accepted result: rejected, stopped, failed, unjudged."""
     out: list[dict[str, Any]] = []
     for run_id, run in state.runs.items():
+        spec = campaign.runs.get(run_id)
+        if spec is not None and not spec.produces_result:
+            continue  # measures, checks or decides: no verdict to give
         if run.stop is not None or run.state == STOPPED:
             stop = run.stop
             reason = stop.reason if stop and stop.reason else "stopped (no reason recorded)"
@@ -132,6 +137,9 @@ def budget(campaign: Campaign, state: CampaignState, now: datetime) -> dict[str,
         "accepted": count,
         "accepted_results": list(results),
         "accepted_runs": {rid: runs for rid, runs in results.items()},
+        "overrides": {run_id: run.verdict_reason or "" for run_id, run in state.runs.items()
+                      if run.verdict == "accepted" and run.verdict_override
+                      and any(run_id in runs for runs in results.values())},
         "share_per_accepted": share.as_json() if share is not None else None,
         "undefined_reason": undefined,
         "rejections": rejections(campaign, state),
@@ -165,6 +173,8 @@ def render_budget(data: dict[str, Any]) -> str:
     for rid, runs in data["accepted_runs"].items():
         if len(runs) > 1:
             lines.append(f"    result {rid} from runs {', '.join(runs)} counts once (D21)")
+    for run_id, why in data.get("overrides", {}).items():
+        lines.append(f"    run {run_id} accepted by override, its acceptance checks failed: {why}")
     if data["share_per_accepted"] is not None:
         s = data["share_per_accepted"]
         lines.append(f"  rental share per accepted result: {s['amount']} {s['currency']}")

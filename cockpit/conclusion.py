@@ -109,13 +109,18 @@ def conclude(campaign: Campaign, state: CampaignState,
             text="the campaign file names no conclusion (conclusion: {metric, better, "
                  "baseline, margin}): state the question's answer in words (D1)",
             closed=False)
+    if spec.rule == "reach_threshold":
+        return _reach_threshold(campaign, spec, state, metric_values)
     metric, base = spec.metric, spec.baseline
+    assert base is not None  # the loader requires it under beat_baseline
     direction = "higher" if spec.better == "higher" else "lower"
     if not _accepted(state, base):
         why = _not_accepted_why(state, base)
         return Conclusion(
             text=f"the question cannot be closed: the baseline {base} is not an accepted "
-                 f"result ({why}), so no variant can be compared with it",
+                 f"result ({why}), so no variant can be compared with it — the conclusion "
+                 "rule is 'beat the baseline'; a rule that a negative answer closes is "
+                 "rule: reach_threshold (D2)",
             closed=False, baseline=base, metric=metric, reasons=(f"baseline {base}: {why}",))
     base_value = metric_values.get(base)
     if base_value is None or base_value != base_value:
@@ -123,7 +128,7 @@ def conclude(campaign: Campaign, state: CampaignState,
             text=f"the question cannot be closed: the baseline {base} reported no {metric}",
             closed=False, baseline=base, metric=metric,
             reasons=(f"baseline {base}: no {metric}",))
-    variants = spec.variants or tuple(r for r in campaign.runs if r != base)
+    variants = _variants(campaign, spec)
     margin = _num(spec.margin)
     comparisons: list[Comparison] = []
     for run_id in variants:
@@ -171,6 +176,67 @@ def conclude(campaign: Campaign, state: CampaignState,
     return Conclusion(text=text + tail, closed=True, winners=winners, baseline=base,
                       baseline_value=base_value, metric=metric,
                       comparisons=tuple(comparisons), reasons=tuple(not_counted))
+
+
+def _variants(campaign: Campaign, spec: ConclusionSpec) -> tuple[str, ...]:
+    return spec.variants or tuple(r.id for r in campaign.runs.values()
+                                  if r.id != spec.baseline and r.produces_result)
+
+
+def _reach_threshold(campaign: Campaign, spec: ConclusionSpec, state: CampaignState,
+                     metric_values: dict[str, float]) -> Conclusion:
+    """Does an accepted variant reach the threshold? When every variant was judged and
+    none does, that is the negative answer that closes the question (D2)."""
+    metric, threshold = spec.metric, float(spec.threshold or 0.0)
+    sign = ">=" if spec.better == "higher" else "<="
+    goal = f"{metric} {sign} {_fmt(threshold)}"
+    comparisons: list[Comparison] = []
+    pending: list[str] = []
+    for run_id in _variants(campaign, spec):
+        run = state.runs.get(run_id)
+        value = metric_values.get(run_id)
+        reaches = value is not None and value == value and (
+            value >= threshold if spec.better == "higher" else value <= threshold)
+        shown = "no value" if value is None else f"{metric} {_fmt(value)}"
+        if _accepted(state, run_id):
+            comparisons.append(Comparison(run_id, value, None, reaches, True,
+                                          f"accepted, {shown}"))
+        elif run is not None and (run.verdict == "rejected" or run.stop is not None
+                                  or run.state in (STOPPED, "failed")):
+            comparisons.append(Comparison(run_id, value, None, False, True,
+                                          f"{_not_accepted_why(state, run_id)}, {shown}"))
+        else:
+            pending.append(f"{run_id}: {_not_accepted_why(state, run_id)}")
+    winners = tuple(c.run for c in comparisons if c.beats)
+    if winners:
+        return Conclusion(
+            text=f"{', '.join(winners)} reach{'es' if len(winners) == 1 else ''} {goal} as an "
+                 "accepted result: the question is answered", closed=True, winners=winners,
+            metric=metric, comparisons=tuple(comparisons), reasons=tuple(pending))
+    if pending or not comparisons:
+        waiting = "; ".join(pending) or "no variant to judge"
+        return Conclusion(text=f"the question cannot be closed yet: no variant reaches {goal} "
+                               f"so far, and some are not judged ({waiting})",
+                          closed=False, metric=metric, comparisons=tuple(comparisons),
+                          reasons=tuple(pending))
+    detail = "; ".join(f"{c.run}: {c.why}" for c in comparisons)
+    return Conclusion(text=f"no variant reaches {goal} ({detail}): a negative result that "
+                           "closes the question (D2)", closed=True, metric=metric,
+                      comparisons=tuple(comparisons))
+
+
+def conclude_now(campaign: Campaign, state: CampaignState) -> Conclusion:
+    """The conclusion from the runs' last reported values (read from their files)."""
+    from cockpit.acceptance import last_metrics  # reads run files: the core stays pure
+
+    spec = campaign.conclusion
+    values: dict[str, float] = {}
+    if spec is not None:
+        for run_id in campaign.runs:
+            value = last_metrics(campaign, state, run_id, [spec.metric]).get(spec.metric)
+            if value is not None:
+                values[run_id] = value
+    return conclude(campaign, state, values)
 
 
 # ------------------------------------------------------------------ deadline guard

@@ -77,6 +77,7 @@ class RunState:
     stop: StopInfo | None = None
     verdict: str | None = None  # "accepted" | "rejected" | None
     verdict_reason: str | None = None
+    verdict_override: bool = False  # accepted although its acceptance checks failed
     verified: tuple[dict[str, Any], ...] = ()  # checkpoint_verified events, oldest first
 
 
@@ -220,8 +221,10 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
                 continue
             costs.append(CostEntry(str(ev.get("label", "")), money, _when(ev)))
         elif kind in ("result_accepted", "result_rejected") and run is not None:
+            # A later verdict replaces an earlier one: the last one stands.
             run.update(verdict="accepted" if kind == "result_accepted" else "rejected",
-                       verdict_reason=ev.get("reason"))
+                       verdict_reason=ev.get("reason"),
+                       verdict_override=ev.get("override") is True)
         elif kind == "checkpoint_verified" and isinstance(run_id, str):
             verified.setdefault(run_id, []).append(dict(ev))
 
@@ -243,6 +246,7 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
             params_hash=d.get("params_hash"), gpus=d.get("gpus", ()),
             exit_code=d.get("exit_code"), exit_file=d.get("exit_file"), stop=d.get("stop"),
             verdict=d.get("verdict"), verdict_reason=d.get("verdict_reason"),
+            verdict_override=d.get("verdict_override", False),
             verified=tuple(verified.get(rid, ())),
         )
         for rid, d in runs.items()

@@ -3,6 +3,7 @@ campaign file that shows it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from cockpit.campaign import load_campaign
@@ -132,3 +133,96 @@ def test_variant_params_that_test_nothing_or_too_much_are_warned(tmp_path: Path)
         "variant 'variant-a' has the same params as the control 'control': it tests nothing",
         "variant 'variant-b' differs from the control 'control' in 2 params (hidden, lr): it "
         "changes several causes at once; a variant that isolates one cause says more"]
+
+
+# ---------------------------------------------------------------- what counts as a result
+
+def _ran(tmp_path: Path, runs: dict, conclusion: dict | None = None,
+         stages: list[dict] | None = None) -> Path:
+    from tests.campaigns import FINITE, step_command, write_campaign
+
+    stages = stages or [
+        {"id": "pilot", "duration": "5m", "resource": "cpu", "run": "pilot",
+         "command": step_command(3, 0.01)},
+        {"id": "control", "duration": "5m", "resource": "cpu", "run": "control",
+         "after": ["pilot"], "command": step_command(3, 0.01)},
+        {"id": "variant-a", "duration": "5m", "resource": "cpu", "run": "variant-a",
+         "after": ["control"], "command": step_command(3, 0.01)},
+    ]
+    extra = {"conclusion": conclusion} if conclusion else None
+    path = write_campaign(tmp_path, stages=stages, runs=runs, rules=[FINITE], extra=extra)
+    done = run_cockpit("headless", str(path), "--auto", "--until-done", "--interval", "0.1",
+                       timeout=120)
+    path.with_name("until_done.txt").write_text(f"{done.returncode}\n{done.stdout}{done.stderr}")
+    return path
+
+
+def _exit(path: Path) -> tuple[int, str]:
+    code, text = path.with_name("until_done.txt").read_text().split("\n", 1)
+    return int(code), text
+
+
+# val/accuracy ends at 1.0 in the step script: min 1.1 fails, min 0.6 passes.
+FAILS = [{"metric": "val/accuracy", "min": 1.1}]
+PASSES = [{"metric": "val/accuracy", "min": 0.6}]
+
+
+def test_the_pilot_produces_no_result_and_needs_no_verdict(tmp_path: Path) -> None:
+    path = _ran(tmp_path, {"control": {"acceptance": PASSES},
+                           "variant-a": {"acceptance": PASSES}})
+    refused = run_cockpit("accept", str(path), "pilot")
+    assert refused.returncode == 1 and "produces no result" in refused.stderr
+    budget = json.loads(run_cockpit("budget", str(path), "--json").stdout)
+    assert budget["accepted"] == 2 and budget["share_per_accepted"]["amount"] == "23.57"
+    assert all(r["run"] != "pilot" for r in budget["rejections"])
+
+
+def test_accept_over_failed_checks_needs_override_with_a_note(tmp_path: Path) -> None:
+    path = _ran(tmp_path, {"control": {"acceptance": PASSES},
+                           "variant-a": {"acceptance": FAILS}})
+    plain = run_cockpit("accept", str(path), "variant-a")
+    assert plain.returncode == 1 and "--override" in plain.stderr
+    no_note = run_cockpit("accept", str(path), "variant-a", "--override")
+    assert no_note.returncode == 2 and "needs a --note" in no_note.stderr
+    forced = run_cockpit("accept", str(path), "variant-a", "--override", "--note",
+                         "the floor was set before the corpus was cleaned")
+    assert forced.returncode == 0 and "BY OVERRIDE" in forced.stdout
+    again = run_cockpit("accept", str(path), "variant-a")
+    assert again.returncode == 0 and "already accepted: nothing written" in again.stdout
+    budget = run_cockpit("budget", str(path)).stdout
+    assert "run variant-a accepted by override" in budget and "accepted results: 2" in budget
+
+
+def test_a_later_verdict_replaces_an_earlier_one(tmp_path: Path) -> None:
+    path = _ran(tmp_path, {"control": {"acceptance": PASSES},
+                           "variant-a": {"acceptance": PASSES}})
+    budget = json.loads(run_cockpit("budget", str(path), "--json").stdout)
+    assert budget["accepted"] == 2
+    rejected = run_cockpit("reject", str(path), "variant-a", "--note", "leaked test ids")
+    assert rejected.returncode == 0 and "rejected: leaked test ids" in rejected.stdout
+    budget = json.loads(run_cockpit("budget", str(path), "--json").stdout)
+    assert budget["accepted"] == 1 and budget["share_per_accepted"]["amount"] == "47.14"
+    assert {"run": "variant-a", "kind": "rejected", "reason": "leaked test ids"} \
+        in budget["rejections"]
+    assert run_cockpit("reject", str(path), "variant-a", "--note", "x").stdout.startswith(
+        "run variant-a is already rejected")
+    assert run_cockpit("accept", str(path), "variant-a").returncode == 0
+    assert json.loads(run_cockpit("budget", str(path), "--json").stdout)["accepted"] == 2
+
+
+def test_all_results_failing_beat_baseline_is_not_closed_exit_4(tmp_path: Path) -> None:
+    path = _ran(tmp_path, {"control": {"acceptance": FAILS}, "variant-a": {"acceptance": FAILS}},
+                conclusion={"metric": "val/accuracy", "baseline": "control"})
+    code, text = _exit(path)
+    assert code == 4, text
+    assert "the question is not closed" in text and "baseline control is not an accepted" in text
+    assert "rule: reach_threshold" in text
+
+
+def test_all_results_failing_reach_threshold_is_a_negative_answer_exit_0(tmp_path: Path) -> None:
+    path = _ran(tmp_path, {"control": {"acceptance": FAILS}, "variant-a": {"acceptance": FAILS}},
+                conclusion={"metric": "val/accuracy", "rule": "reach_threshold",
+                            "threshold": 1.1})
+    code, text = _exit(path)
+    assert code == 0, text
+    assert "no variant reaches val/accuracy >= 1.1" in text and "closes the question (D2)" in text

@@ -60,6 +60,18 @@ class Resource:
         return f"gpu:{self.gpu}" if self.gpu is not None else self.kind
 
 
+ROLE_IDS: dict[str, tuple[str, ...]] = {
+    "control": ("control", "baseline"),
+    "data_check": ("data-check", "data_check", "datacheck"),
+    "resume_check": ("resume-check", "resume_check"),
+    "pilot": ("pilot",),
+    "export": ("export",),
+    "retrieval": ("retrieval", "fetch"),
+}
+# Runs of these roles measure, check or decide; they produce no result to accept (D21).
+NO_RESULT_ROLES = ("data_check", "pilot", "resume_check")
+
+
 @dataclass(frozen=True)
 class Stage:
     id: str
@@ -92,6 +104,21 @@ class Stage:
     @property
     def resource_label(self) -> str:
         return ",".join(str(r) for r in self.resources)
+
+    @property
+    def effective_role(self) -> str | None:
+        """The ``role:`` key, or the role whose name the stage's id (or run id) is.
+
+        Only exact ids count: ``load-data`` is no data check, ``resume-writing`` no
+        resume check, ``uncontrolled-sweep`` no control.
+        """
+        if self.role:
+            return self.role
+        names = (self.id.lower(), (self.run or "").lower())
+        for role, ids in ROLE_IDS.items():
+            if any(name in ids for name in names):
+                return role
+        return None
 
 
 RUN_KINDS = ("train", "inference", "adapter")
@@ -149,6 +176,9 @@ class Run:
     base_model: str | None = None
     base_revision: str | None = None
     result: str = ""
+    # False for `result: none` (the default for data-check, pilot and resume-check runs):
+    # such a run needs no verdict and never counts as an accepted result (D21).
+    produces_result: bool = True
     tolerable_loss_s: float | None = None
     verify_command: tuple[str, ...] | None = None
     resume_check: ResumeCheck | None = None
@@ -215,10 +245,15 @@ class ConclusionSpec:
     """How the question is answered (D1, D2): variants against the baseline on a metric."""
 
     metric: str
-    baseline: str
+    baseline: str | None  # None only under rule reach_threshold
     better: str = "higher"
     margin: float = 0.0
-    variants: tuple[str, ...] = ()  # empty: every other run
+    variants: tuple[str, ...] = ()  # empty: every other run that produces a result
+    # beat_baseline: an accepted variant beats the accepted baseline by the margin.
+    # reach_threshold: an accepted variant reaches `threshold`; when every variant was
+    # judged and none does, that negative answer closes the question (D2).
+    rule: str = "beat_baseline"
+    threshold: float | None = None
 
 
 ON_DEADLINE = ("warn", "stop-optional")

@@ -10,15 +10,15 @@ from cockpit.campaign.checker import NAME_ID, Checker
 from cockpit.campaign.model import ON_DEADLINE, ConclusionSpec, DeadlineSpec, Run
 from cockpit.campaign.yamlread import KeyPath
 
-CONCLUSION_KEYS = ("metric", "better", "baseline", "margin", "variants")
+CONCLUSION_KEYS = ("metric", "better", "baseline", "margin", "variants", "rule", "threshold")
+CONCLUSION_RULES = ("beat_baseline", "reach_threshold")
 DEADLINE_KEYS = ("export_hours", "retrieve_hours")
 
 
 def read_conclusion(check: Checker, value: Any, path: KeyPath) -> ConclusionSpec | None:
     if value is None:
         return None
-    entry = check.mapping(value, path, CONCLUSION_KEYS, ("metric", "baseline"),
-                          what="conclusion")
+    entry = check.mapping(value, path, CONCLUSION_KEYS, ("metric",), what="conclusion")
     if entry is None:
         return None
     metric = check.string(entry.get("metric"), path + ("metric",), "metric") \
@@ -36,9 +36,24 @@ def read_conclusion(check: Checker, value: Any, path: KeyPath) -> ConclusionSpec
         margin = 0
     variants = tuple(check.str_list(entry.get("variants", []), path + ("variants",),
                                     "variants"))
-    if metric is None or baseline is None:
+    rule = entry.get("rule", "beat_baseline")
+    if rule not in CONCLUSION_RULES:
+        check.err(path + ("rule",), f"rule must be one of {', '.join(CONCLUSION_RULES)}")
+        rule = "beat_baseline"
+    threshold = entry.get("threshold")
+    if threshold is not None and (isinstance(threshold, bool)
+                                  or not isinstance(threshold, (int, float))
+                                  or threshold != threshold or abs(threshold) == float("inf")):
+        check.err(path + ("threshold",), "threshold must be a finite number")
+        threshold = None
+    if rule == "reach_threshold" and threshold is None and "threshold" not in entry:
+        check.err(path, "rule reach_threshold needs a threshold")
+    if rule == "beat_baseline" and baseline is None and "baseline" not in entry:
+        check.err(path, "conclusion needs 'baseline' (or rule: reach_threshold with a threshold)")
+    if metric is None or (baseline is None and rule == "beat_baseline"):
         return None
-    return ConclusionSpec(metric, baseline, better, float(margin), variants)
+    return ConclusionSpec(metric, baseline, better, float(margin), variants, rule,
+                          None if threshold is None else float(threshold))
 
 
 def check_conclusion(check: Checker, spec: ConclusionSpec | None,
@@ -46,7 +61,7 @@ def check_conclusion(check: Checker, spec: ConclusionSpec | None,
     """The baseline and the variants must be runs of the campaign."""
     if spec is None:
         return
-    if spec.baseline not in runs:
+    if spec.baseline is not None and spec.baseline not in runs:
         known = ", ".join(sorted(runs)) or "none"
         check.err(("conclusion", "baseline"),
                   f"baseline {spec.baseline!r} is not a run (runs: {known})")

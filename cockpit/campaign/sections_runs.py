@@ -18,6 +18,7 @@ from typing import Any
 
 from cockpit.campaign.checker import NAME_ID, Checker
 from cockpit.campaign.model import (
+    NO_RESULT_ROLES,
     RUN_KINDS,
     AcceptanceCheck,
     CheckpointCheck,
@@ -116,9 +117,16 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
             check.err(where + ("acceptance",), "acceptance must be a list of checks")
             acceptance = []
         result = entry.get("result", run_id)
-        if not isinstance(result, str) or not NAME_ID.match(result):
-            check.err(where + ("result",), "result must be an id")
+        producer = next((s for s in stages if s.run == run_id), None)
+        produces = producer is None or producer.effective_role not in NO_RESULT_ROLES
+        if result is None or result == "none":
+            result, produces = run_id, False
+        elif not isinstance(result, str) or not NAME_ID.match(result):
+            check.err(where + ("result",), "result must be an id, or none (no result: "
+                      "a run that measures, checks or decides)")
             result = run_id
+        elif "result" in entry:
+            produces = True  # a result id named outright is a result, whatever the role
         for key in ("base_model", "base_revision", "pattern"):
             if key in entry and not isinstance(entry[key], str):
                 check.err(where + (key,), f"{key} must be a text")
@@ -133,7 +141,8 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
                               "predictions") if "predictions" in entry else None,
             outputs=tuple(outputs), params=params, params_file=params_file,
             base_model=entry.get("base_model"), base_revision=entry.get("base_revision"),
-            result=result, tolerable_loss_s=tolerable, verify_command=verify,
+            result=result, produces_result=produces, tolerable_loss_s=tolerable,
+            verify_command=verify,
             resume_check=resume, allow_unsafe_pickle=unsafe,
             expected_ids=_path(check, entry["expected_ids"], where + ("expected_ids",),
                                "expected_ids") if "expected_ids" in entry else None,
@@ -144,7 +153,8 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
     for stage in stages:
         if stage.run and stage.run not in runs:
             # A stage may name a run without describing it: it gets the defaults.
-            runs[stage.run] = Run(id=stage.run)
+            runs[stage.run] = Run(id=stage.run,
+                                  produces_result=stage.effective_role not in NO_RESULT_ROLES)
     return runs
 
 

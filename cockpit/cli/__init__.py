@@ -25,6 +25,7 @@ from cockpit.cli.actions import (
     cmd_decide,
     cmd_mark,
     cmd_note,
+    cmd_reject,
     cmd_start,
     cmd_stop,
     cmd_verify,
@@ -167,7 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("run")
     p.add_argument("--note", default=None)
+    p.add_argument("--override", action="store_true",
+                   help="accept although its acceptance checks fail (needs --note; recorded)")
     p.set_defaults(handler=cmd_accept)
+
+    p = sub.add_parser("reject", help="reject a run's result (a later verdict replaces one)")
+    p.add_argument("file")
+    p.add_argument("run")
+    p.add_argument("--note", required=True)
+    p.set_defaults(handler=cmd_reject)
 
     p = sub.add_parser("note", help="record an explanation on a stage (D24)")
     p.add_argument("file")
@@ -202,7 +211,8 @@ def _simulate(p: argparse.ArgumentParser) -> None:
 
 
 COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "init", "start", "mark",
-            "stop", "decide", "accept", "note", "cost", "budget", "export", "verify-export")
+            "stop", "decide", "accept", "reject", "note", "cost", "budget", "export",
+            "verify-export")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -81,7 +81,21 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 @acting
 def cmd_accept(args: argparse.Namespace) -> int:
-    _print_written(_engine(args, actor="cli").accept(args.run, args.note))
+    event = _engine(args, actor="cli").accept(args.run, args.note, override=args.override)
+    if event is None:
+        print(f"run {args.run} is already accepted: nothing written")
+    else:
+        _print_written(event)
+    return EXIT_OK
+
+
+@acting
+def cmd_reject(args: argparse.Namespace) -> int:
+    event = _engine(args, actor="cli").reject(args.run, args.note)
+    if event is None:
+        print(f"run {args.run} is already rejected: nothing written")
+    else:
+        _print_written(event)
     return EXIT_OK
 
 

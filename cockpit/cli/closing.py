@@ -66,22 +66,15 @@ def _load(file: str) -> tuple[Any, Any]:
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
-    from cockpit.acceptance import last_metrics
     from cockpit.budget import budget, render_budget
-    from cockpit.conclusion import conclude, conclusion_spec
+    from cockpit.conclusion import conclude_now
 
     campaign, state = _load(args.file)
     now = datetime.now(timezone.utc)
     data = budget(campaign, state, now)
-    spec = conclusion_spec(campaign)
-    if spec is not None:
+    if campaign.conclusion is not None:
         # D21: for a research decision, the conclusion reached rather than a unit price.
-        values = {}
-        for run_id in campaign.runs:
-            value = last_metrics(campaign, state, run_id, [spec.metric]).get(spec.metric)
-            if value is not None:
-                values[run_id] = value
-        data["conclusion"] = conclude(campaign, state, values).text
+        data["conclusion"] = conclude_now(campaign, state).text
     if args.json:
         print(json.dumps(data, indent=2))
     else:

@@ -15,6 +15,7 @@ from datetime import datetime
 from decimal import InvalidOperation
 from typing import Any
 
+from cockpit.campaign.model import Run
 from cockpit.engine.core import params_hash
 from cockpit.engine.observe import Observing
 from cockpit.engine.ports import JournalView
@@ -38,6 +39,7 @@ from cockpit.state import (
     STOPPED,
     SUCCEEDED,
     CampaignState,
+    RunState,
     fold,
 )
 from cockpit.units import Money, plain_amount
@@ -236,25 +238,75 @@ class Acting(Observing):
                                           reason=f"limit decision at {stage}: {note}"))
             return written
 
-    def accept(self, run_id: str, note: str | None = None,
-               now: datetime | None = None) -> dict[str, Any]:
+    def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
+               *, override: bool = False) -> dict[str, Any] | None:
+        """Accept a run's result. Refused when its acceptance checks fail, unless
+        ``override`` with a note (journaled as an override); None when already accepted."""
         now = now or self.clock.now()
-        if run_id not in self.campaign.runs:
-            raise InputError(f"{self.campaign.path}: no run {run_id!r}")
+        spec = self._result_run(run_id)
+        run = self.state(now).runs[run_id]
+        self._judgeable(run_id, run)
+        if run.verdict == "accepted":
+            return None
+        failed: list[str] = []
+        if spec.acceptance:
+            from cockpit.acceptance import evaluate_acceptance
+
+            ok, reasons = evaluate_acceptance(self.campaign, self.state(now), run_id)
+            failed = [] if ok else reasons
+        if failed and not override:
+            raise ActionRefused(f"run {run_id!r} fails its acceptance checks ("
+                                + "; ".join(failed) + "): --override with a --note to accept "
+                                "it anyway (recorded as an override)")
+        if failed and not (note or "").strip():
+            raise InputError("accept --override needs a --note saying why")
         with self.journal.transaction() as txn:
-            run = fold(self.campaign, txn.events, now).runs[run_id]
-            if run.state == STOPPED or run.stop is not None:
-                why = run.stop.reason if run.stop else "stopped"
-                raise ActionRefused(f"run {run_id!r} was stopped ({why}): a stopped run is "
-                                    "never an accepted result (D15)")
-            if run.state == RUNNING:
-                raise ActionRefused(f"run {run_id!r} is still running")
-            if run.state == FAILED:
-                raise ActionRefused(f"run {run_id!r} failed (exit code {run.exit_code})")
-            if run.state != SUCCEEDED:
-                raise ActionRefused(f"run {run_id!r} has not run")
+            current = fold(self.campaign, txn.events, now).runs[run_id]
+            self._judgeable(run_id, current)
+            if current.verdict == "accepted":
+                return None
+            fields: dict[str, Any] = {"override": True, "checks": failed} if failed else {}
             return txn.append("result_accepted", now=now, run=run_id, reason=note or "accepted",
-                              result=self.campaign.runs[run_id].result_id, actor=self.actor)
+                              result=spec.result_id, actor=self.actor, **fields)
+
+    def reject(self, run_id: str, note: str, now: datetime | None = None
+               ) -> dict[str, Any] | None:
+        """Reject a run's result (a later verdict replaces an earlier one); None when
+        it is already rejected."""
+        now = now or self.clock.now()
+        spec = self._result_run(run_id)
+        if not note.strip():
+            raise InputError("reject needs a --note saying why")
+        with self.journal.transaction() as txn:
+            current = fold(self.campaign, txn.events, now).runs[run_id]
+            self._judgeable(run_id, current, rejecting=True)
+            if current.verdict == "rejected":
+                return None
+            return txn.append("result_rejected", now=now, run=run_id, reason=note,
+                              result=spec.result_id, actor=self.actor)
+
+    def _result_run(self, run_id: str) -> Run:
+        spec = self.campaign.runs.get(run_id)
+        if spec is None:
+            raise InputError(f"{self.campaign.path}: no run {run_id!r}")
+        if not spec.produces_result:
+            raise ActionRefused(f"run {run_id!r} produces no result (result: none — a data "
+                                "check, pilot or resume check measures or decides): it needs "
+                                "no verdict (D21)")
+        return spec
+
+    @staticmethod
+    def _judgeable(run_id: str, run: RunState, *, rejecting: bool = False) -> None:
+        if run.state == STOPPED or run.stop is not None:
+            why = run.stop.reason if run.stop else "stopped"
+            raise ActionRefused(f"run {run_id!r} was stopped ({why}): a stopped run is "
+                                "never an accepted result (D15)")
+        if run.state == RUNNING:
+            raise ActionRefused(f"run {run_id!r} is still running")
+        if run.state == FAILED and not rejecting:
+            raise ActionRefused(f"run {run_id!r} failed (exit code {run.exit_code})")
+        if run.state not in (SUCCEEDED, FAILED):
+            raise ActionRefused(f"run {run_id!r} has not run")
 
     def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
         self._stage(stage_id)

@@ -99,9 +99,11 @@ _KINDS = (
     EventKind("cost", "engine.actions", ("label", "amount", "currency", "actor"),
               lambda ev: f"cost {ev.get('label')}: {ev.get('amount')} {ev.get('currency')}"),
     EventKind("result_accepted", "engine.actions (accept), acceptance (auto)",
-              ("run", "stage", "result", "reason", "checks", "attempt", "actor"),
-              lambda ev: f"result of run {ev.get('run')} accepted: {ev.get('reason')}"),
-    EventKind("result_rejected", "acceptance (auto)",
+              ("run", "stage", "result", "reason", "checks", "attempt", "actor", "override"),
+              lambda ev: f"result of run {ev.get('run')} accepted"
+                         + (" BY OVERRIDE (its acceptance checks failed)"
+                            if ev.get("override") else "") + f": {ev.get('reason')}"),
+    EventKind("result_rejected", "engine.actions (reject), acceptance (auto)",
               ("run", "stage", "result", "reason", "checks", "attempt", "actor"),
               lambda ev: f"result of run {ev.get('run')} rejected: {ev.get('reason')}"),
     EventKind("resume_verified", "engine.actions (verify --resume)",

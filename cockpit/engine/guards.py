@@ -21,7 +21,7 @@ import signal
 from datetime import datetime
 
 from cockpit.campaign.model import OPTIONAL_CATEGORIES
-from cockpit.conclusion import deadline_check, on_deadline
+from cockpit.conclusion import conclude_now, deadline_check, on_deadline
 from cockpit.engine.actions import Acting
 from cockpit.engine.build import progress_of
 from cockpit.engine.core import ExitVerdict, parse_t
@@ -123,7 +123,9 @@ class Guarding(Acting):
                 continue
 
     def until_done(self, state: CampaignState) -> ExitVerdict:
-        """0: every essential stage done; 1: an essential stage stopped/failed; 3: a person."""
+        """0: every essential stage done (and the question closed, when the plan has a
+        conclusion rule); 1: an essential stage stopped/failed; 3: waiting for a person;
+        4: every essential stage done, but the question is not closed."""
         statuses = {s.id: self.stage_status(state, s) for s in self.campaign.stages}
         if any(v == RUNNING for v in statuses.values()):
             return ExitVerdict(None, "running")
@@ -138,6 +140,12 @@ class Guarding(Acting):
             return ExitVerdict(1, f"essential stage {', '.join(broken)} "
                                   f"{statuses[broken[0]]}")
         if all(statuses[s.id] == DONE for s in essential):
+            if self.campaign.conclusion is not None:
+                verdict = conclude_now(self.campaign, state)
+                if not verdict.closed:
+                    return ExitVerdict(4, "every essential stage is done, but the question is "
+                                          f"not closed: {verdict.text}")
+                return ExitVerdict(0, f"every essential stage is done; {verdict.text}")
             return ExitVerdict(0, "every essential stage is done")
         if state.pending_decisions:
             return ExitVerdict(3, f"waiting for a decision at {', '.join(state.pending_decisions)}")

@@ -20,7 +20,8 @@ import yaml
 from cockpit.acceptance import compare_ids, read_expected_ids, read_prediction_ids
 from cockpit.runs.reload_check import run_verify_command
 
-ACCOUNTED = ("accepted", "stopped", "dropped", "not_run", "rejected", "failed", "skipped")
+ACCOUNTED = ("accepted", "stopped", "dropped", "not_run", "rejected", "failed", "skipped",
+             "no_result")
 
 
 MOVING_REFS = ("", "main", "master", "head", "latest", "none", "null")

@@ -171,7 +171,7 @@ class Payload:
 
 def run_status(campaign: Campaign, state: CampaignState, run_id: str) -> tuple[str, str]:
     """(status, reason): accepted, rejected, stopped, failed, dropped, skipped, not_run,
-    running, unjudged. Every run in the plan ends up in exactly one."""
+    running, no_result, unjudged. Every run in the plan ends up in exactly one."""
     run = state.runs.get(run_id)
     stage = campaign.stage_of_run(run_id)
     st = state.stages.get(stage.id) if stage else None
@@ -196,6 +196,9 @@ def run_status(campaign: Campaign, state: CampaignState, run_id: str) -> tuple[s
     if run.state == FAILED:
         return "failed", f"exit code {run.exit_code}"
     if run.state == SUCCEEDED:
+        spec = campaign.runs.get(run_id)
+        if spec is not None and not spec.produces_result:
+            return "no_result", "finished; it measures, checks or decides (result: none)"
         return "unjudged", "finished, never accepted or rejected"
     return run.state, ""
 

@@ -10,25 +10,10 @@ from __future__ import annotations
 
 from cockpit.campaign.model import Campaign, Stage
 
-_ROLE_IDS = {
-    "control": ("control", "baseline"),
-    "data_check": ("data-check", "data_check", "datacheck"),
-    "resume_check": ("resume-check", "resume_check"),
-    "pilot": ("pilot",),
-    "export": ("export",),
-    "retrieval": ("retrieval", "fetch"),
-}
-
 
 def role_of(stage: Stage) -> str | None:
     """The ``role:`` key, or the role whose name the stage's id (or run id) is."""
-    if stage.role:
-        return stage.role
-    names = (stage.id.lower(), (stage.run or "").lower())
-    for role, ids in _ROLE_IDS.items():
-        if any(name in ids for name in names):
-            return role
-    return None
+    return stage.effective_role
 
 
 def downstream(campaign: Campaign, stage_id: str) -> set[str]:
