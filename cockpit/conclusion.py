@@ -1,26 +1,21 @@
-"""What closes the campaign: the conclusion (D1, D2) and the deadline guard (D19).
+"""What closes the campaign: the conclusion (D1, D2), from the ACCEPTED results.
 
-Pure functions over the plan's closing sections (read and validated by
-:mod:`cockpit.campaign.sections_close`) and the journal's state:
-
-- ``conclude(...)``: from the ACCEPTED results, which variants beat the baseline by the
-  margin (``conclusion: {metric, better, baseline, margin, variants}``), said in words;
-  a negative result closes the question too (D2); an unaccepted baseline means it
-  cannot be closed.
-- ``deadline_check(...)``: a warning when the window left no longer covers the export
-  plus the retrieval of the results (``deadline:``, ``on_deadline: warn | stop-optional``).
+``conclude(...)`` is a pure function over the plan's conclusion rule (read and validated
+by :mod:`cockpit.campaign.sections_close`) and the journal's state: under
+``beat_baseline``, which accepted variants beat the accepted baseline by the margin;
+under ``reach_threshold``, which reach the threshold — and, once every variant was
+judged and none does, the negative answer that closes the question (D2). The deadline
+(D19) is :mod:`cockpit.planning.deadline`'s.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from cockpit.campaign.model import Campaign, ConclusionSpec, DeadlineSpec
 from cockpit.state import STOPPED, CampaignState
-from cockpit.units import format_duration
 
 
 @dataclass(frozen=True)
@@ -240,38 +235,3 @@ def conclude_now(campaign: Campaign, state: CampaignState) -> Conclusion:
 
 
 # ------------------------------------------------------------------ deadline guard
-
-
-def deadline_check(campaign: Campaign, now: datetime, forecast_end: datetime | None,
-                   export_exists: bool) -> str | None:
-    """A warning when the window left no longer covers export + retrieval (D19), else None.
-
-    Work still forecast to run (``forecast_end`` after now) comes first; an export that
-    already exists and is current needs only the retrieval.
-    """
-    spec = deadline_spec(campaign)
-    end = campaign.package.end
-    work_left = forecast_end is not None and forecast_end > now
-    need = spec.retrieve_s + (0.0 if export_exists and not work_left else spec.export_s)
-    start = forecast_end if work_left and forecast_end is not None else now
-    finish = start + timedelta(seconds=need)
-    if finish <= end:
-        return None
-    left = (end - now).total_seconds()
-    what = ("retrieval" if need == spec.retrieve_s
-            else f"export ({format_duration(spec.export_s)}) + retrieval "
-                 f"({format_duration(spec.retrieve_s)})")
-    if left <= 0:
-        text = "the rental window has ended: results not yet out of the box may be lost (D19)"
-    elif work_left:
-        text = (f"work forecast to end at {forecast_end:%Y-%m-%d %H:%M %Z} leaves "
-                f"{format_duration(max((end - start).total_seconds(), 0))} before the window "
-                f"ends, but {what} needs {format_duration(need)}: "
-                f"{format_duration((finish - end).total_seconds())} short (D19)")
-    else:
-        text = (f"{format_duration(left)} left in the window, {what} needs "
-                f"{format_duration(need)}: {'fetch' if need == spec.retrieve_s else 'export'} "
-                "the results now (D19)")
-    if on_deadline(campaign) == "stop-optional" and work_left:
-        text += "; on_deadline: stop-optional — optional stages are to be stopped"
-    return text

@@ -127,3 +127,12 @@ def format_percent(value: float | None, decimals: int = 0) -> str:
 def for_packages(count: int) -> str:
     """``for the package`` / ``for 2 packages``: a price always covers whole packages (D8)."""
     return "for the package" if count == 1 else f"for {count} packages"
+
+
+def format_bytes(n: float) -> str:
+    """Short binary size, e.g. '3.2 GiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover - loop always returns

@@ -9,10 +9,11 @@ import pytest
 
 from cockpit.acceptance import auto_accept, evaluate_acceptance
 from cockpit.campaign import load_campaign
-from cockpit.conclusion import conclude, deadline_check
+from cockpit.conclusion import conclude
 from cockpit.engine import Engine
 from cockpit.errors import InputError
 from cockpit.journal import Journal
+from cockpit.planning.deadline import closing_times, deadline_check
 from cockpit.state import fold
 from tests.test_export_sample import NOW, START, drive_journal, write_sample
 
@@ -118,12 +119,18 @@ def test_conclusion_baseline_must_be_a_run(tmp_path):
 
 def test_deadline_check(tmp_path):
     campaign = load_campaign(write_sample(tmp_path / "c"))
+    times = closing_times(campaign)  # its export stage (2 h) + deadline.retrieve_hours (1 h)
     end = campaign.package.end
-    assert deadline_check(campaign, START, START + timedelta(hours=40), False) is None
-    late = deadline_check(campaign, START, end - timedelta(hours=2), False)
-    assert late is not None and "export (2h) + retrieval (1h)" in late and "1h short" in late
+
+    def check(now, work, exported):
+        return deadline_check(campaign, now, work, exported, times)
+
+    assert check(START, START + timedelta(hours=40), False) is None
+    late = check(START, end - timedelta(hours=2), False)
+    assert late is not None and "export 2h (stage export)" in late
+    assert "retrieval 1h (deadline.retrieve_hours)" in late and "1h short" in late
     now = end - timedelta(hours=2)
-    assert "export the results now" in deadline_check(campaign, now, None, False)
-    assert deadline_check(campaign, now, None, True) is None  # exported: 1 h fetch fits
-    assert "fetch" in deadline_check(campaign, end - timedelta(minutes=30), None, True)
-    assert "has ended" in deadline_check(campaign, end + timedelta(hours=1), None, True)
+    assert "export the results now" in check(now, None, False)
+    assert check(now, None, True) is None  # exported: 1 h fetch fits
+    assert "fetch" in check(end - timedelta(minutes=30), None, True)
+    assert "has ended" in check(end + timedelta(hours=1), None, True)

@@ -226,3 +226,26 @@ def test_all_results_failing_reach_threshold_is_a_negative_answer_exit_0(tmp_pat
     code, text = _exit(path)
     assert code == 0, text
     assert "no variant reaches val/accuracy >= 1.1" in text and "closes the question (D2)" in text
+
+
+# ---------------------------------------------------------------- one deadline (D19)
+
+def test_one_deadline_from_the_export_stage_and_the_transfer_rate(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from cockpit.planning.deadline import closing_times, retrieve_by
+
+    path = _file(tmp_path, "  - {id: control, duration: 10h, resource: gpu}\n"
+                           "  - {id: export, duration: 2h, resource: cpu, after: [control]}\n",
+                 extra="settings: {transfer_rate_mb_s: 10}\n"
+                       "deadline: {export_hours: 5, retrieve_hours: 4}\n")
+    campaign = load_campaign(path)
+    # The plan's export stage (2 h), not deadline.export_hours; 36,000 MiB at 10 MB/s = 1 h.
+    times = closing_times(campaign, expected_bytes=36_000 * 2**20)
+    assert (times.export_s, times.retrieve_s) == (7200.0, 3600.0)
+    assert retrieve_by(campaign, times) == campaign.package.end - timedelta(hours=3)
+    # Unknown size: deadline.retrieve_hours.
+    assert closing_times(campaign).retrieve_s == 4 * 3600.0
+    status = json.loads(run_cockpit("status", str(path), "--json").stdout)
+    assert status["window"]["retrieval_deadline"].startswith(
+        (campaign.package.end - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M"))

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from cockpit.budget import budget
 from cockpit.campaign.model import Campaign
 from cockpit.engine import readiness
 from cockpit.engine.core import parse_t
 from cockpit.journal import JournalProblem
+from cockpit.planning.deadline import closing_times, expected_export_bytes, retrieve_by
 from cockpit.planning.forecast import forecast
 from cockpit.planning.schedule import no_options_reason
 from cockpit.runs.checkpoints import CheckpointScan, interval_advice
@@ -71,8 +72,10 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
     fc = forecast(campaign, state, now, progress)
     window_s = (pkg.end - pkg.start).total_seconds()
     used = min(max((now - pkg.start).total_seconds() / window_s * 100, 0.0), 100.0)
-    closing = [s for s in campaign.stages if (s.role or s.id) in ("export", "retrieval")]
-    deadline = pkg.end - timedelta(seconds=sum(s.seconds for s in closing))
+    times = closing_times(campaign, expected_export_bytes(campaign, {
+        run_id: view.newest.size_bytes if view.newest else None
+        for run_id, view in obs.checkpoints.items()}))
+    deadline = retrieve_by(campaign, times)
     window = WindowView(
         start=pkg.start, end=pkg.end, remaining_s=(pkg.end - now).total_seconds(),
         used_pct=used, forecast_end=fc.end, forecast_slack_s=fc.slack_s,

@@ -21,12 +21,18 @@ import signal
 from datetime import datetime
 
 from cockpit.campaign.model import OPTIONAL_CATEGORIES
-from cockpit.conclusion import conclude_now, deadline_check, on_deadline
+from cockpit.conclusion import conclude_now, on_deadline
 from cockpit.engine.actions import Acting
 from cockpit.engine.build import progress_of
 from cockpit.engine.core import ExitVerdict, parse_t
 from cockpit.errors import ActionRefused
 from cockpit.hooks import hook_event_name
+from cockpit.planning.deadline import (
+    closing_times,
+    deadline_check,
+    expected_export_bytes,
+    work_end,
+)
 from cockpit.planning.forecast import forecast
 from cockpit.runs.rules import Firing, check_points, check_restart
 from cockpit.state import DONE, FAILED, PENDING, RUNNING, STOPPED, CampaignState, RunState, fold
@@ -155,6 +161,11 @@ class Guarding(Acting):
         return ExitVerdict(3, f"waiting for a person: {', '.join(waiting) or 'nothing startable'}")
 
     # ------------------------------------------------------------------ deadline
+    def expected_export_bytes(self) -> int | None:
+        return expected_export_bytes(self.campaign, {
+            run_id: view.newest.size_bytes if view.newest else None
+            for run_id, view in self._ckpt_views.items()})
+
     def _verified_export(self) -> bool:
         return any(ev.get("kind") == "export_done" and ev.get("verified")
                    for ev in self.journal.events()[-200:])
@@ -173,7 +184,9 @@ class Guarding(Acting):
         if self.campaign.package.start > now:
             return
         fc = forecast(self.campaign, state, now, progress_of(self.campaign, self._streams)[0])
-        text = deadline_check(self.campaign, now, fc.end, exported)
+        times = closing_times(self.campaign, self.expected_export_bytes())
+        text = deadline_check(self.campaign, now, work_end(self.campaign, fc.stage_end),
+                              exported, times)
         if text is None:
             return
         day = now.strftime("%Y%m%d%H")  # the loud warning repeats at most hourly

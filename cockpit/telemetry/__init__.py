@@ -15,7 +15,7 @@ from cockpit.telemetry.gpu import (
     simulate_count_from_env,
 )
 from cockpit.telemetry.history import GPU_SERIES, HOST_SERIES, Series, TelemetryHistory
-from cockpit.telemetry.host import HostSampler, format_bytes
+from cockpit.telemetry.host import HostSampler
 from cockpit.telemetry.idle import IdleDetector
 from cockpit.telemetry.model import (
     DiskInfo,
@@ -29,6 +29,7 @@ from cockpit.telemetry.model import (
     host_json,
     reading_json,
 )
+from cockpit.units import format_bytes
 
 __all__ = [
     "GPU_SERIES",

@@ -18,15 +18,7 @@ from pathlib import Path
 import psutil
 
 from cockpit.telemetry.model import DiskInfo, HostInfo
-
-
-def format_bytes(n: float) -> str:
-    """Short binary size, e.g. '3.2 GiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover - loop always returns
+from cockpit.units import format_bytes
 
 
 def _existing(path: Path) -> Path | None:

@@ -1,0 +1,109 @@
+"""One deadline model (D19): the results must be out of the box before the window ends.
+
+    retrieve by = window end − (export time + retrieval time)
+
+- export time: the plan's export stage (``role: export`` or the id ``export``), else
+  ``deadline.export_hours`` (default 2 h);
+- retrieval time: the export's expected size at ``settings.transfer_rate_mb_s`` when
+  both are known, else ``deadline.retrieve_hours`` (default 1 h).
+
+``cockpit status``, the TUI, headless and the deadline guard all read this one number:
+the work before the closing stages must end by then. Pure functions; the caller says
+how big the export is expected to be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from cockpit.campaign.model import Campaign, Stage
+from cockpit.units import format_bytes, format_duration
+
+CLOSING_ROLES = ("export", "retrieval")
+
+
+@dataclass(frozen=True)
+class ClosingTimes:
+    export_s: float
+    export_from: str
+    retrieve_s: float
+    retrieve_from: str
+
+    @property
+    def total_s(self) -> float:
+        return self.export_s + self.retrieve_s
+
+    def words(self) -> str:
+        return (f"export {format_duration(self.export_s)} ({self.export_from}) + retrieval "
+                f"{format_duration(self.retrieve_s)} ({self.retrieve_from})")
+
+
+def is_closing(stage: Stage) -> bool:
+    return stage.effective_role in CLOSING_ROLES
+
+
+def closing_times(campaign: Campaign, expected_bytes: int | None = None) -> ClosingTimes:
+    export = next((s for s in campaign.stages if s.effective_role == "export"), None)
+    if export is not None:
+        export_s, export_from = export.seconds, f"stage {export.id}"
+    else:
+        export_s, export_from = campaign.deadline.export_s, "deadline.export_hours"
+    rate = campaign.settings.transfer_rate_bytes_s
+    if expected_bytes and rate:
+        retrieve_s = expected_bytes / rate
+        retrieve_from = (f"{format_bytes(expected_bytes)} at "
+                         f"{rate / 2**20:g} MB/s")
+    else:
+        retrieve_s, retrieve_from = campaign.deadline.retrieve_s, "deadline.retrieve_hours"
+    return ClosingTimes(export_s, export_from, retrieve_s, retrieve_from)
+
+
+def expected_export_bytes(campaign: Campaign, newest_sizes: Mapping[str, int | None]
+                          ) -> int | None:
+    """The export's expected size: the newest checkpoint of every run that produces a
+    result (what a default export carries); None when none is known yet."""
+    sizes = [size for run_id, size in newest_sizes.items()
+             if size and run_id in campaign.runs and campaign.runs[run_id].produces_result]
+    return sum(sizes) if sizes else None
+
+
+def retrieve_by(campaign: Campaign, times: ClosingTimes) -> datetime:
+    return campaign.package.end - timedelta(seconds=times.total_s)
+
+
+def work_end(campaign: Campaign, stage_end: Mapping[str, datetime]) -> datetime | None:
+    """When the forecast's work before the closing stages ends (None: no such stage)."""
+    ends = [stage_end[s.id] for s in campaign.stages
+            if not is_closing(s) and s.id in stage_end]
+    return max(ends) if ends else None
+
+
+def deadline_check(campaign: Campaign, now: datetime, work_ends: datetime | None,
+                   export_exists: bool, times: ClosingTimes) -> str | None:
+    """A warning when the work, then export and retrieval, no longer fit the window."""
+    end = campaign.package.end
+    work_left = work_ends is not None and work_ends > now
+    need = times.retrieve_s if export_exists and not work_left else times.total_s
+    start = work_ends if work_left and work_ends is not None else now
+    finish = start + timedelta(seconds=need)
+    if finish <= end:
+        return None
+    left = (end - now).total_seconds()
+    what = (f"retrieval {format_duration(times.retrieve_s)} ({times.retrieve_from})"
+            if need == times.retrieve_s else times.words())
+    if left <= 0:
+        text = "the rental window has ended: results not yet out of the box may be lost (D19)"
+    elif work_left:
+        text = (f"work forecast to end at {start:%Y-%m-%d %H:%M %Z} is past the retrieve-by "
+                f"time {retrieve_by(campaign, times):%Y-%m-%d %H:%M %Z}: {what} needs "
+                f"{format_duration(need)}, {format_duration((finish - end).total_seconds())} "
+                "short (D19)")
+    else:
+        text = (f"{format_duration(left)} left in the window and {what} needs "
+                f"{format_duration(need)}: "
+                f"{'fetch' if need == times.retrieve_s else 'export'} the results now (D19)")
+    if campaign.on_deadline == "stop-optional" and work_left:
+        text += "; on_deadline: stop-optional — optional stages are to be stopped"
+    return text
