@@ -119,8 +119,9 @@ class CampaignState:
     pending_decisions: tuple[str, ...] = ()
     revised: bool = False
     costs: tuple[CostEntry, ...] = ()
-    plan_hash: str | None = None
-    plan_changed: bool = False
+    plan_hash: str | None = None  # the plan as decided (the first one recorded)
+    plan_changed: bool = False  # the file now differs from the plan as decided
+    latest_plan_hash: str | None = None  # the newest version the journal holds
     rules_hash: str | None = None
     journal_warnings: tuple[str, ...] = ()
     last_seq: int = 0
@@ -148,7 +149,7 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
     decisions: dict[str, Decision] = {}
     costs: list[CostEntry] = []
     warnings: list[str] = []
-    plan_hash = rules_hash = None
+    plan_hash = rules_hash = latest_plan = None
     last_seq = 0
 
     for ev in events:
@@ -159,7 +160,9 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
         stage = stages.get(stage_id) if isinstance(stage_id, str) else None
         run = runs.setdefault(run_id, {"id": run_id}) if isinstance(run_id, str) else None
         if kind == "plan_recorded":
-            plan_hash = ev.get("sha256")
+            plan_hash = latest_plan = ev.get("sha256")
+        elif kind == "plan_changed":
+            latest_plan = ev.get("sha256")
         elif kind == "rules_recorded":
             rules_hash = ev.get("sha256")
         elif kind == "stage_started" and stage is not None:
@@ -264,6 +267,7 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
         costs=tuple(costs),
         plan_hash=plan_hash,
         plan_changed=plan_hash is not None and plan_hash != campaign.sha256,
+        latest_plan_hash=latest_plan,
         rules_hash=rules_hash,
         journal_warnings=tuple(warnings),
         last_seq=last_seq,

@@ -249,3 +249,37 @@ def test_one_deadline_from_the_export_stage_and_the_transfer_rate(tmp_path: Path
     status = json.loads(run_cockpit("status", str(path), "--json").stdout)
     assert status["window"]["retrieval_deadline"].startswith(
         (campaign.package.end - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M"))
+
+
+# ---------------------------------------------------------------- the plan as decided (D24)
+
+def test_the_plan_as_decided_survives_an_edit_of_the_campaign_file(tmp_path: Path) -> None:
+    from cockpit.journal import Journal
+    from cockpit.plan_record import plan_versions
+    from tests.campaigns import step_command, write_campaign
+
+    path = write_campaign(tmp_path, stages=[
+        {"id": "control", "duration": "5m", "resource": "cpu", "run": "control",
+         "command": step_command(2, 0.01)}])
+    done = run_cockpit("headless", str(path), "--auto", "--until-done", "--interval", "0.1")
+    assert done.returncode == 0, done.stderr
+    decided_text = path.read_text()
+    path.write_text(decided_text.replace('"5m"', '"50m"'))  # edited after the run
+    assert run_cockpit("headless", str(path), "--until-done", "--interval", "0.1"
+                       ).returncode == 0
+    events = Journal(tmp_path / ".cockpit" / "journal.jsonl").events()
+    versions = plan_versions(events)
+    assert [v.text for v in versions] == [decided_text, path.read_text()]
+    assert [e["kind"] for e in events].count("plan_changed") == 1
+    status = json.loads(run_cockpit("status", str(path), "--json").stdout)
+    (stage,) = status["stages"]
+    assert stage["planned_s"] == 300  # the decided 5 minutes, not the edited 50
+    assert any("measured against the plan as decided" in w for w in status["warnings"])
+    exported = run_cockpit("export", str(path))
+    assert exported.returncode == 0, exported.stderr
+    (report,) = (tmp_path / ".cockpit" / "export").glob("*/*/data/REPORT.md")
+    text = report.read_text()
+    assert f"sha256 `{versions[0].sha256[:12]}`" in text
+    assert "## Changes to the plan after it was decided" in text
+    assert '-      "duration": "5m",' in text and '+      "duration": "50m",' in text
+    assert "| control | essential |" in text and "| 0.08 |" in text  # 5 min planned

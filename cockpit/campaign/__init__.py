@@ -5,7 +5,7 @@ Imports nothing outside the plan package but :mod:`cockpit.units` and
 """
 
 from cockpit.campaign.catalog import BUILTIN_OFFERS
-from cockpit.campaign.loader import load_campaign
+from cockpit.campaign.loader import load_campaign, load_campaign_text
 from cockpit.campaign.model import (
     Campaign,
     ConclusionSpec,
@@ -34,4 +34,5 @@ __all__ = [
     "Stage",
     "StopRule",
     "load_campaign",
+    "load_campaign_text",
 ]

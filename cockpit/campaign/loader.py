@@ -50,7 +50,12 @@ STAGE_KEYS = (
 def load_campaign(path: str | Path) -> Campaign:
     """Read, parse and validate a campaign file; InputError lists every problem."""
     path = Path(path)
-    text = read_text(path)
+    return load_campaign_text(read_text(path), path)
+
+
+def load_campaign_text(text: str, path: str | Path) -> Campaign:
+    """A campaign from its text, as if read from ``path`` (relative paths, messages)."""
+    path = Path(path)
     loc = parse_yaml(text, str(path))
     check = Checker(loc)
     data = check.mapping(loc.data, (), TOP_KEYS, ("campaign", "package", "stages"),
@@ -89,6 +94,7 @@ def load_campaign(path: str | Path) -> Campaign:
         stages=tuple(stages),
         path=path.resolve(),
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        text=text,
         runs=runs,
         stop_rules=stop_rules,
         settings=settings,

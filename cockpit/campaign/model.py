@@ -285,6 +285,7 @@ class Campaign:
     conclusion: ConclusionSpec | None = None
     deadline: DeadlineSpec = field(default_factory=DeadlineSpec)
     on_deadline: str = "warn"  # one of ON_DEADLINE
+    text: str = field(default="", repr=False, compare=False)  # the file as read
 
     @property
     def folder(self) -> Path:

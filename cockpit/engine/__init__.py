@@ -64,6 +64,7 @@ class Engine(Guarding):
         now = now or self.clock.now()
         state = self.state(now)
         if not self.read_only:
+            self._record_plan_change(state, now)
             # Rules before exits: a run's last lines (a truncation count, a final NaN) are
             # judged while it still counts as running, even if it has just exited.
             self._apply_rules(state, now)
@@ -84,7 +85,8 @@ class Engine(Guarding):
             host=self._host, telemetry_warnings=self._telemetry_warnings,
             gpu_memory=self._gpu_memory_by_run(state),
             journal_problems=tuple(self.journal.problems()), events=tuple(self._recent),
-            rules_hash=self._rules_hash, auto=self.auto, new_events=tuple(self._fresh))
+            rules_hash=self._rules_hash, auto=self.auto, new_events=tuple(self._fresh),
+            decided_planned_s=self._decided_planned_s(state))
         self._fresh = []
         return build_snapshot(self.campaign, state, obs, now)
 

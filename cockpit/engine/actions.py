@@ -20,6 +20,7 @@ from cockpit.engine.core import params_hash
 from cockpit.engine.observe import Observing
 from cockpit.engine.ports import JournalView
 from cockpit.errors import ActionRefused, InputError
+from cockpit.plan_record import decided_campaign, pack
 from cockpit.runs.checkpoint_verifier import (
     checkpoint_step,
     choose_checkpoint,
@@ -47,9 +48,30 @@ from cockpit.units import Money, plain_amount
 
 class Acting(Observing):
     def _record_plan(self, txn: JournalView, state: CampaignState, now: datetime) -> None:
+        """The plan as decided: its hash and full text, once (D24)."""
         if state.plan_hash is None:
             txn.append("plan_recorded", now=now, sha256=self.campaign.sha256,
-                       path=str(self.campaign.path))
+                       path=str(self.campaign.path), text_z=pack(self.campaign.text))
+
+    def _decided_planned_s(self, state: CampaignState) -> dict[str, float]:
+        """Planned seconds per stage as decided, when the file changed since (cached)."""
+        if not state.plan_changed:
+            return {}
+        if self._decided_for != state.plan_hash:
+            decided = decided_campaign(self.campaign, self.journal.events())
+            self._decided_cache = {s.id: s.seconds for s in decided.stages}
+            self._decided_for = state.plan_hash
+        return self._decided_cache
+
+    def _record_plan_change(self, state: CampaignState, now: datetime) -> None:
+        """A campaign file edited after the plan was decided: keep each version (D24)."""
+        if state.latest_plan_hash is None or state.latest_plan_hash == self.campaign.sha256:
+            return
+        with self.journal.transaction() as txn:
+            current = fold(self.campaign, txn.events, now)
+            if current.latest_plan_hash not in (None, self.campaign.sha256):
+                txn.append("plan_changed", now=now, sha256=self.campaign.sha256,
+                           path=str(self.campaign.path), text_z=pack(self.campaign.text))
 
     def _request_stop(self, txn: JournalView, state: CampaignState, run_id: str, rule: str,
                       reason: str, now: datetime, value: Any = None,

@@ -8,7 +8,7 @@ Snapshot (the faces' only view of the engine).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from cockpit.budget import budget
@@ -49,6 +49,8 @@ class Observations:
     rules_hash: str
     auto: bool
     new_events: tuple[EventLine, ...] = ()
+    # Planned seconds per stage in the plan as decided, where the file changed since (D24).
+    decided_planned_s: Mapping[str, float] = field(default_factory=dict)
 
 
 def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
@@ -94,7 +96,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
             decision = made.outcome if made else ("pending" if st.state == DONE else None)
         stages.append(StageView(
             id=stage.id, state=status, category=stage.category,
-            resource=stage.resource_label, planned_s=stage.seconds,
+            resource=stage.resource_label,
+            planned_s=obs.decided_planned_s.get(stage.id, stage.seconds),
             elapsed_s=st.elapsed_s(now), decision_point=stage.decision_point,
             started_at=st.started_at, ended_at=st.ended_at, run=stage.run,
             has_command=stage.command is not None, progress=prog, eta=eta,
@@ -189,8 +192,10 @@ def typical_interval(view: CheckpointScan) -> float | None:
 def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
               verdict: str, options: tuple[str, ...]) -> Iterable[str]:
     if state.plan_changed:
-        yield ("the campaign file changed after the plan was recorded: the plan is never "
-               "rewritten (D24); explain deviations with notes")
+        yield ("the campaign file changed after the plan was decided: planned against "
+               "realized is measured against the plan as decided, the journal keeps each "
+               "version (REPORT.md lists the changes as diffs) (D24); explain deviations "
+               "with notes")
     if state.rules_hash and campaign.stop_rules and state.rules_hash != obs.rules_hash:
         yield "the stop rules changed after the first run started (D14: fixed before the test)"
     for problem in obs.journal_problems:

@@ -109,6 +109,8 @@ class EngineCore:
         self._telemetry_warnings: tuple[str, ...] = ()
         # Journal events first seen since the last snapshot was built (they go into it).
         self._fresh: list[EventLine] = []
+        self._decided_for: str | None = None  # the plan hash _decided_cache belongs to
+        self._decided_cache: dict[str, float] = {}
         self._hook_runner = HookRunner(campaign.folder)
         self._keys: set[str] = set()  # "key" fields of journaled once-only events
         self._scanners: dict[str, CheckpointScanner | None] = {}

@@ -60,8 +60,11 @@ def _export_done(ev: Event) -> str:
 
 
 _KINDS = (
-    EventKind("plan_recorded", "engine.actions", ("sha256", "path"),
-              lambda ev: f"plan recorded (sha256 {_short(ev.get('sha256'))})"),
+    EventKind("plan_recorded", "engine.actions", ("sha256", "path", "text_z"),
+              lambda ev: f"plan recorded as decided (sha256 {_short(ev.get('sha256'))})"),
+    EventKind("plan_changed", "engine.actions", ("sha256", "path", "text_z"),
+              lambda ev: f"campaign file changed after the plan was decided (now sha256 "
+                         f"{_short(ev.get('sha256'))}); the plan as decided still stands (D24)"),
     EventKind("rules_recorded", "engine.actions", ("sha256",),
               lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
     EventKind("stage_started", "engine.actions",

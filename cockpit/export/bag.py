@@ -298,7 +298,8 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     svg = timeline_svg(campaign, state, now)
     payload.add_bytes("timeline.svg", svg.encode())
     payload.add_bytes("REPORT.md", render_report(campaign, state, now, money, verdict,
-                                                 runs_json, "timeline.svg").encode())
+                                                 runs_json, "timeline.svg",
+                                                 events=events).encode())
     info = {"python": platform.python_version(), "implementation": platform.python_implementation(),
             "platform": platform.platform(), "packages": installed_packages()}
     payload.add_bytes("reload.json", (json.dumps(

@@ -9,6 +9,7 @@ plan, the folded state and ``now``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from html import escape
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from cockpit.budget import render_budget
 from cockpit.campaign.model import Campaign
 from cockpit.conclusion import Conclusion
+from cockpit.plan_record import decided_campaign, plan_changes
 from cockpit.planning.schedule import plan_campaign
 from cockpit.state import CampaignState
 from cockpit.units import format_duration
@@ -38,9 +40,13 @@ def _md(text: str) -> str:
 
 def render_report(campaign: Campaign, state: CampaignState, now: datetime,
                   money: dict[str, Any], verdict: Conclusion, runs: dict[str, Any],
-                  svg_name: str = "timeline.svg") -> str:
+                  svg_name: str = "timeline.svg",
+                  events: Sequence[Mapping[str, Any]] = ()) -> str:
     pkg = campaign.package
-    planned = _planned(campaign)
+    # Planned against realized is measured against the plan as decided (D24).
+    decided = decided_campaign(campaign, events)
+    planned = _planned(decided)
+    decided_stages = {s.id: s for s in decided.stages}
     lines = [f"# Campaign {campaign.id}", "",
              f"**Question.** {campaign.question or '(no question stated)'}", "",
              f"**Conclusion.** {verdict.text}", "",
@@ -48,10 +54,16 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
              f"window {_t(pkg.start)} – {_t(pkg.end)} UTC"
              + (f", order {pkg.order_ref}" if pkg.order_ref else "") + ".",
              f"Report written {_t(now)} UTC. The plan is quoted as decided (sha256 "
-             f"`{campaign.sha256[:12]}`); realized facts come from the journal (D24).", ""]
-    if state.plan_changed:
-        lines += ["> The campaign file changed after the plan was recorded in the journal: "
-                  "the deviations below are against the file as it is now.", ""]
+             f"`{decided.sha256[:12]}`); realized facts come from the journal (D24).", ""]
+    changes = plan_changes(events)
+    if state.plan_changed and decided is campaign:
+        lines += ["> The campaign file changed after the plan was recorded, and the journal "
+                  "holds only the decided plan's hash: the deviations below are against the "
+                  "file as it is now.", ""]
+    elif changes:
+        lines += [f"> The campaign file changed {len(changes)} time(s) after the plan was "
+                  "decided (listed at the end); the deviations below are against the plan "
+                  "as decided.", ""]
     lines += ["## Planned against realized", "",
               f"![timeline: planned and realized per stage]({svg_name})", "",
               "| stage | category | planned | planned h | realized | observed h | deviation "
@@ -60,6 +72,7 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
     for stage in campaign.stages:
         st = state.stages[stage.id]
         p_start, p_end = planned.get(stage.id, (None, None))
+        stage = decided_stages.get(stage.id, stage)
         observed = st.elapsed_s(now) if st.started_at else None
         deviation = format_duration(observed - stage.seconds, signed=True) \
             if observed is not None else "—"
@@ -97,6 +110,12 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
             mark = "beats" if c.beats else ("does not beat" if c.counted else "not counted")
             lines.append(f"- {c.run}: {mark} — {c.why}")
         lines.append("")
+    if changes:
+        lines += ["## Changes to the plan after it was decided", ""]
+        for change in changes:
+            lines += [f"### {_t(change.at)} UTC — sha256 `{change.sha256[:12]}`", ""]
+            lines += (["```diff", change.diff.rstrip(), "```", ""] if change.diff
+                      else ["(the journal holds only this version's hash)", ""])
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -84,7 +84,8 @@ def deadline_check(campaign: Campaign, now: datetime, work_ends: datetime | None
                    export_exists: bool, times: ClosingTimes) -> str | None:
     """A warning when the work, then export and retrieval, no longer fit the window."""
     end = campaign.package.end
-    work_left = work_ends is not None and work_ends > now
+    # A running stage past its planned end is forecast to end "now": still work left.
+    work_left = work_ends is not None and work_ends >= now
     need = times.retrieve_s if export_exists and not work_left else times.total_s
     start = work_ends if work_left and work_ends is not None else now
     finish = start + timedelta(seconds=need)
