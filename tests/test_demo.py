@@ -153,3 +153,35 @@ def test_a_truncated_corpus_fires_no_truncation(tmp_path: Path):
     fired = [e for e in events(folder) if e["kind"] == "rule_fired"]
     assert [(e["rule"], e["value"]) for e in fired] == [("no-truncation", 1)]
     assert "inputs truncated" in fired[0]["reason"]
+
+
+def test_next_writes_a_calibrated_plan_that_checks(demo):
+    """The guide's last word: the next campaign starts with a better estimate."""
+    from cockpit.campaign import load_campaign
+
+    folder, _ = demo
+    out = folder / "next.yaml"
+    made = run_cockpit("next", str(folder / "campaign.yaml"), "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    assert run_cockpit("check", str(out)).stdout.strip() == "ok"
+    assert run_cockpit("plan", str(out)).returncode == 0
+    journal = events(folder)
+    realized = {}
+    for ev in journal:
+        if ev["kind"] == "stage_started":
+            realized[ev["stage"]] = ev["t"]
+        elif ev["kind"] == "stage_finished" and ev["stage"] in realized:
+            from cockpit.journal import parse_time
+
+            realized[ev["stage"]] = (parse_time(ev["t"]) - parse_time(realized[ev["stage"]])
+                                     ).total_seconds()
+    calibrated = {s.id: s.seconds for s in load_campaign(out).stages}
+    for stage in ("pilot", "control", "variant-a"):
+        assert abs(calibrated[stage] - max(1, round(realized[stage]))) <= 1, stage
+    text = out.read_text()
+    assert "run variant-b was stopped by finite-loss" in text  # an open uncertainty
+    assert "# checkpoint costs measured" in text
+    again = run_cockpit("next", str(folder / "campaign.yaml"), "--out", str(out))
+    assert again.returncode == 2 and "exists" in again.stderr
+    report = next((folder / ".cockpit" / "export").glob("*/*/data/REPORT.md")).read_text()
+    assert "## The next campaign" in report

@@ -212,7 +212,7 @@ def _simulate(p: argparse.ArgumentParser) -> None:
 
 COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "init", "start", "mark",
             "stop", "decide", "accept", "reject", "note", "cost", "budget", "export",
-            "verify-export")
+            "verify-export", "next")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -50,6 +50,12 @@ def add_close_commands(sub: Any) -> None:
                    help="skip reloading the artifacts in a fresh process")
     p.set_defaults(handler=cmd_verify_export)
 
+    p = sub.add_parser("next", help="a calibrated copy of the plan for the next campaign")
+    p.add_argument("file")
+    p.add_argument("--out", default=None, metavar="NEW.yaml",
+                   help="where to write it (default: FILE's name with .next.yaml, beside it)")
+    p.set_defaults(handler=cmd_next)
+
 
 def _load(file: str) -> tuple[Any, Any]:
     from cockpit.campaign import load_campaign
@@ -129,3 +135,50 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
     else:
         print(report.render())
     return report.exit_code
+
+
+def cmd_next(args: argparse.Namespace) -> int:
+    from statistics import median
+
+    from cockpit.campaign import load_campaign
+    from cockpit.journal import Journal, JournalError
+    from cockpit.plan_record import decided_campaign
+    from cockpit.planning.calibrate import MeasuredCosts, calibrate
+    from cockpit.runs.checkpoint_verifier import reported_scanner
+    from cockpit.state import fold
+
+    campaign = load_campaign(args.file)
+    out = Path(args.out) if args.out else campaign.path.with_name(campaign.path.stem
+                                                                  + ".next.yaml")
+    if out.exists():
+        raise InputError(f"next: {out} exists; give --out a new file (nothing was written)")
+    now = datetime.now(timezone.utc)
+    try:
+        events = Journal(campaign.state_dir / "journal.jsonl").events()
+    except JournalError as exc:
+        raise InputError(str(exc)) from None
+    decided = decided_campaign(campaign, events)
+    state = fold(decided, events, now)
+    save: dict[str, float] = {}
+    for run in decided.runs.values():
+        scanner = reported_scanner(decided, run)
+        if scanner is not None:
+            seconds = [c.seconds for c in scanner.scan(now.timestamp()).save_costs]
+            if seconds:
+                save[run.id] = float(median(seconds))
+    restore: dict[str, list[float]] = {}
+    for ev in events:
+        load = ev.get("load_seconds")
+        if ev.get("kind") == "checkpoint_verified" and ev.get("ok") and \
+                isinstance(load, (int, float)) and isinstance(ev.get("run"), str):
+            restore.setdefault(str(ev["run"]), []).append(float(load))
+    costs = MeasuredCosts(save, {run: float(median(v)) for run, v in restore.items()})
+    text = calibrate(decided, state, now, costs)
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"next: cannot write {out}: {exc.strerror or exc}") from None
+    print(f"wrote {out}: the plan as decided with measured durations; check it with "
+          f"`cockpit check {out}` and `cockpit plan {out}`")
+    return 0
+

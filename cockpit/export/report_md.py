@@ -18,6 +18,7 @@ from cockpit.budget import render_budget
 from cockpit.campaign.model import Campaign
 from cockpit.conclusion import Conclusion
 from cockpit.plan_record import decided_campaign, plan_changes
+from cockpit.planning.calibrate import estimates, uncertainties
 from cockpit.planning.schedule import plan_campaign
 from cockpit.state import CampaignState
 from cockpit.units import format_duration
@@ -110,6 +111,14 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
             mark = "beats" if c.beats else ("does not beat" if c.counted else "not counted")
             lines.append(f"- {c.run}: {mark} — {c.why}")
         lines.append("")
+    lines += ["## The next campaign", "",
+              "A better estimate to start from (`cockpit next FILE` writes it as a campaign "
+              "file):", "", "| stage | planned | next | from |", "|---|---|---|---|"]
+    lines += [f"| {e.stage} | {format_duration(e.planned_s)} | {format_duration(e.next_s)} "
+              f"| {e.source} |" for e in estimates(decided, state, now)]
+    open_points = uncertainties(decided, state)
+    lines += ["", "Open uncertainties:" if open_points else "Open uncertainties: none recorded.",
+              *[f"- {_md(point)}" for point in open_points], ""]
     if changes:
         lines += ["## Changes to the plan after it was decided", ""]
         for change in changes:

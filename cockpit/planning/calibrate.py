@@ -1,0 +1,153 @@
+"""The next campaign starts with a better estimate (the guide's last word, D13, D24).
+
+``calibrate(...)`` turns the plan as decided and what the journal measured into a
+calibrated copy of the campaign file: each stage's measured duration where it ran, the
+pilot's measured/planned ratio applied to GPU stages that did not, the measured
+save and restore costs, and the open uncertainties (runs stopped and why, rules fired,
+results rejected, stages skipped or dropped) as comments. The text is the decided
+file's own, with only the durations replaced, so its comments and layout survive and
+``cockpit check`` reads it like any campaign file. Pure: the caller gives the state and
+the measured costs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from cockpit.campaign.model import Campaign, Stage
+from cockpit.campaign.yamlread import parse_yaml
+from cockpit.planning.forecast import pilot_ratio
+from cockpit.state import DONE, FAILED, STOPPED, CampaignState
+from cockpit.units import format_duration
+
+# The end of a plain scalar inside a block or a flow mapping: a comma, a closing brace
+# or bracket, or a comment.
+_PLAIN_END = re.compile(r"\s*(?:,|\}|\]|\s#|$)")
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    stage: str
+    planned_s: float
+    next_s: float
+    source: str  # "measured", "pilot ratio x1.35", "as planned", "still running: as planned"
+
+
+@dataclass(frozen=True)
+class MeasuredCosts:
+    """Per run: median seconds to save a checkpoint, and to restore one in a new process."""
+
+    save_s: Mapping[str, float]
+    restore_s: Mapping[str, float]
+
+
+def estimates(decided: Campaign, state: CampaignState, now: datetime) -> list[StageEstimate]:
+    ratio = pilot_ratio(decided, state)
+    out: list[StageEstimate] = []
+    for stage in decided.stages:
+        st = state.stages.get(stage.id)
+        if st is not None and st.started_at and st.ended_at and st.state in (DONE, FAILED,
+                                                                             STOPPED):
+            seconds = max(st.elapsed_s(now), 1.0)
+            out.append(StageEstimate(stage.id, stage.seconds, seconds, "measured"))
+        elif st is not None and st.started_at and not st.ended_at:
+            out.append(StageEstimate(stage.id, stage.seconds, stage.seconds,
+                                     "still running: as planned"))
+        elif ratio and stage.uses_gpu:
+            out.append(StageEstimate(stage.id, stage.seconds, stage.seconds * ratio,
+                                     f"pilot ratio x{ratio:.2f}"))
+        else:
+            out.append(StageEstimate(stage.id, stage.seconds, stage.seconds, "as planned"))
+    return out
+
+
+def uncertainties(decided: Campaign, state: CampaignState) -> list[str]:
+    """What the campaign left open, in words."""
+    out: list[str] = []
+    for run_id, run in state.runs.items():
+        if run.stop is not None:
+            step = f" at step {run.stop.step}" if run.stop.step is not None else ""
+            out.append(f"run {run_id} was stopped by {run.stop.rule}{step}: {run.stop.reason}")
+        elif run.verdict == "rejected":
+            out.append(f"run {run_id} was rejected: {run.verdict_reason or 'no reason'}")
+        elif run.state == FAILED:
+            out.append(f"run {run_id} failed (exit code {run.exit_code})")
+    for fired in state.fired:
+        if fired.action != "stop":
+            out.append(f"rule {fired.rule} warned on run {fired.run}: {fired.reason}")
+    for stage_id, st in state.stages.items():
+        if st.state in ("skipped", "dropped"):
+            out.append(f"stage {stage_id} was {st.state}: {st.reason or 'no reason recorded'}")
+    return out
+
+
+def calibrate(decided: Campaign, state: CampaignState, now: datetime,
+              costs: MeasuredCosts) -> str:
+    """The calibrated campaign file's text."""
+    found = estimates(decided, state, now)
+    text = _replace_durations(decided.text, decided.stages, {e.stage: e for e in found})
+    head = [f"# Calibrated by `cockpit next` on {now:%Y-%m-%d %H:%M} UTC from campaign "
+            f"{decided.id} (plan as decided: sha256 {decided.sha256[:12]}).",
+            "# Durations: measured where the stage ran; the pilot's measured/planned ratio",
+            "# on GPU stages that did not; otherwise as planned. Set package.start (and the",
+            "# campaign id) for the new rental, and copy this file to a new folder before",
+            "# running it: a campaign's journal lives beside its file.",
+            "#", "# stage durations (planned -> next):"]
+    head += [f"#   {e.stage}: {format_duration(e.planned_s)} -> {format_duration(e.next_s)} "
+             f"({e.source})" for e in found]
+    if costs.save_s or costs.restore_s:
+        head.append("# checkpoint costs measured (D17, D18):")
+        for run_id in sorted(set(costs.save_s) | set(costs.restore_s)):
+            parts = []
+            if run_id in costs.save_s:
+                parts.append(f"save {costs.save_s[run_id]:.2f} s")
+            if run_id in costs.restore_s:
+                parts.append(f"restore in a new process {costs.restore_s[run_id]:.2f} s")
+            head.append(f"#   {run_id}: {', '.join(parts)}")
+    open_points = uncertainties(decided, state)
+    head.append("# open uncertainties:" if open_points else "# open uncertainties: none recorded")
+    head += [f"#   - {point}" for point in open_points]
+    return "\n".join(head) + "\n\n" + text
+
+
+def _replace_durations(text: str, stages: tuple[Stage, ...],
+                       found: Mapping[str, StageEstimate]) -> str:
+    """Replace each stage's duration value in place, by the parser's own positions."""
+    located = parse_yaml(text, "campaign")
+    lines = text.splitlines(keepends=True)
+    edits: list[tuple[int, int, str]] = []  # (line index, column index, new value)
+    for i, stage in enumerate(stages):
+        estimate = found.get(stage.id)
+        if estimate is None or estimate.next_s == estimate.planned_s:
+            continue
+        for key in ("duration", "hours"):
+            if ("stages", i, key) in located.marks:
+                line, col = located.marks[("stages", i, key)]
+                value = (f'"{_duration_words(estimate.next_s)}"' if key == "duration"
+                         else f"{estimate.next_s / 3600:.2f}")
+                edits.append((line - 1, col - 1, value))
+    for line_i, col_i, value in sorted(edits, reverse=True):
+        row = lines[line_i]
+        end = _scalar_end(row, col_i)
+        lines[line_i] = row[:col_i] + value + row[end:]
+    return "".join(lines)
+
+
+def _scalar_end(row: str, start: int) -> int:
+    if row[start:start + 1] in ("'", '"'):
+        close = row.find(row[start], start + 1)
+        return close + 1 if close > 0 else len(row.rstrip("\n"))
+    match = _PLAIN_END.search(row, start)
+    return match.start() if match else len(row.rstrip("\n"))
+
+
+def _duration_words(seconds: float) -> str:
+    if seconds < 59.5:
+        return f"{max(1, round(seconds))}s"
+    minutes = max(1, round(seconds / 60))
+    hours, minutes = divmod(minutes, 60)
+    return (f"{hours}h{minutes:02d}m" if hours and minutes else
+            f"{hours}h" if hours else f"{minutes}m")
