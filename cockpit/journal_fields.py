@@ -57,6 +57,8 @@ FIELD_CHECKS: Mapping[str, tuple[Check, str]] = {
     "code": (_optional(_int), "an exit code"),
     "attempt": (_optional(_int), "a journal seq"),
     "exit_file": (_optional(_text), "a path"),
+    "claim": (_optional(_int), "a journal seq"),
+    "marker": (_optional(_text), "a launch marker"),
     "outcome": (_optional(_text), "a text"),
     "drops": (_optional(_list_of(_text)), "a list of stage ids"),
     "gpus": (_optional(_list_of(_int)), "a list of GPU indexes"),

@@ -66,6 +66,8 @@ class Engine(Guarding):
         if not self.read_only:
             # Rules before exits: a run's last lines (a truncation count, a final NaN) are
             # judged while it still counts as running, even if it has just exited.
+            self._reconcile_claims(state, now)  # launches whose record never landed
+            state = self.state(now)
             self._apply_rules(state, now)
             self._record_exits(self.state(now), now)
             auto_accept(self, now)  # acceptance checks when a run ends, before what follows

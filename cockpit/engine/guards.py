@@ -88,11 +88,12 @@ class Guarding(Acting):
             if stop is None or stop.done or run.state != RUNNING or stop.at is None:
                 continue
             if (now - stop.at).total_seconds() < grace or \
-                    not self.supervisor.group_alive(run.pgid):
+                    not self.supervisor.group_alive(run.pgid, run.marker):
                 continue
-            self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGKILL)
+            self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGKILL,
+                                         run.marker)
             if run.pgid:
-                self.supervisor.kill_leftovers(run.pgid, run.pid, run.create_time)
+                self.supervisor.kill_leftovers(run.pgid, run.pid, run.create_time, run.marker)
 
     def wait_stopped(self, run_id: str, timeout: float, poll: float = 0.1) -> bool:
         """Drive a stop to its end (grace, SIGKILL, journal) from a one-shot command."""

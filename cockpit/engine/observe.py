@@ -36,6 +36,17 @@ class Observing(EngineCore):
                 continue
             if self.supervisor.alive(st.pid, st.create_time):
                 continue
+            if st.marker and self.supervisor.group_alive(st.pgid, st.marker):
+                # The wrapper is gone (kill -9) but the training lives on in its group: the
+                # run is alive while its group is. Rules keep firing, stop ends the group,
+                # a restart is refused; the exit is recorded when the group is gone.
+                self._journal_once(
+                    "warning", f"orphan:{st.id}:{st.attempt}", now, source="supervisor",
+                    stage=st.id, run=st.run,
+                    message=f"stage {st.id}: its wrapper (pid {st.pid}) is gone but its "
+                            f"process group {st.pgid} lives on; it counts as running until "
+                            "the group ends (`cockpit stop` ends it)")
+                continue
             info = self.supervisor.read_exit(st.exit_file) or {}
             code = info.get("code")
             with self.journal.transaction() as txn:
@@ -49,6 +60,9 @@ class Observing(EngineCore):
                 if outcome == FAILED:
                     reason = (f"exit code {code}" if code is not None
                               else "process vanished without an exit code (killed?)")
+                    if code is None and st.marker and not info:
+                        reason = ("its wrapper and every process of its group are gone, "
+                                  "without an exit code (killed?)")
                 if current.run:
                     txn.append("run_exited", now=now, run=current.run, stage=st.id, code=code,
                                attempt=st.attempt, signal=info.get("signal"))
