@@ -24,7 +24,6 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from cockpit.acceptance import auto_accept
 from cockpit.campaign.model import Campaign
 from cockpit.engine.build import Observations, build_snapshot
 from cockpit.engine.core import ExitVerdict, params_hash
@@ -70,7 +69,7 @@ class Engine(Guarding):
             state = self.state(now)
             self._apply_rules(state, now)
             self._record_exits(self.state(now), now)
-            auto_accept(self, now)  # acceptance checks when a run ends, before what follows
+            self._judge_runs(now)  # acceptance when a run ends (reloads in the background)
             self._auto_verify(self.state(now), now)
             self._advance_stops(self.state(now), now)
             if self.auto:

@@ -118,6 +118,7 @@ class EngineCore:
         self._scanners: dict[str, CheckpointScanner | None] = {}
         self._ckpt_views: dict[str, CheckpointScan] = {}
         self._verifier = BackgroundVerifier()
+        self._judging: set[tuple[str, int | None]] = set()  # acceptance in the background
         self._rules_hash = rules_hash(campaign.stop_rules)  # the plan is frozen: once
         settings = campaign.settings
         self._idle: dict[int, IdleDetector] = {}

@@ -20,6 +20,7 @@ import contextlib
 import signal
 from datetime import datetime
 
+from cockpit.acceptance import awaiting_verdict, has_slow_checks
 from cockpit.campaign.model import OPTIONAL_CATEGORIES
 from cockpit.conclusion import deadline_check, on_deadline
 from cockpit.engine.actions import Acting
@@ -133,6 +134,10 @@ class Guarding(Acting):
             return ExitVerdict(None, "stopping")
         if self.auto and not state.revised and any(v == "ready" for v in statuses.values()):
             return ExitVerdict(None, "starting")
+        if self._judging or any(
+                has_slow_checks(self.campaign.runs[r])
+                for r in awaiting_verdict(self.campaign, state)):
+            return ExitVerdict(None, "judging")  # a reload check still runs in the background
         essential = [s for s in self.campaign.stages if s.category == "essential"]
         broken = [s.id for s in essential if statuses[s.id] in (FAILED, STOPPED)]
         if broken:

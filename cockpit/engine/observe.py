@@ -12,6 +12,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from cockpit.acceptance import (
+    awaiting_verdict,
+    evaluate_acceptance,
+    has_slow_checks,
+    record_verdict,
+)
 from cockpit.engine.core import EngineCore, parse_t
 from cockpit.engine.ports import ancestor_run
 from cockpit.runs.checkpoint_verifier import (
@@ -142,6 +148,36 @@ class Observing(EngineCore):
                            attempt=run.attempt)
             self._verifier.submit(self.campaign, spec, Path(path), run.attempt)
             return
+
+    # ------------------------------------------------------------------ acceptance
+    def _judge_runs(self, now: datetime) -> None:
+        """Acceptance verdicts for ended runs (D15). Checks that only read files run here;
+        a run with a reload check is judged by the background verifier and its verdict
+        journaled on the tick after it finished: a tick never waits for a process."""
+        for key, value in self._verifier.check_results():
+            self._judging.discard(key)
+            accepted, reasons = value
+            record_verdict(self, str(key[0]), key[1], bool(accepted), list(reasons), now)
+        state = self.state(now)
+        for run_id in awaiting_verdict(self.campaign, state):
+            run = state.runs[run_id]
+            key = (run_id, run.attempt)
+            if key in self._judging:
+                continue
+            spec = self.campaign.runs[run_id]
+            if not has_slow_checks(spec):
+                accepted, reasons = evaluate_acceptance(self.campaign, state, run_id, now=now)
+                record_verdict(self, run_id, run.attempt, accepted, reasons, now)
+                continue
+
+            def check(run_id: str = run_id) -> tuple[bool, list[str]]:
+                return evaluate_acceptance(self.campaign, state, run_id, now=now)
+
+            def failed(exc: Exception) -> tuple[bool, list[str]]:
+                return False, [f"the acceptance checks could not run: {exc}"]
+
+            if self._verifier.submit_check(key, check, failed):
+                self._judging.add(key)
 
     # ------------------------------------------------------------------ telemetry
     def _sample_telemetry(self, now: datetime) -> None:
