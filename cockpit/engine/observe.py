@@ -27,6 +27,7 @@ from cockpit.runs.checkpoint_verifier import (
     scanner_for,
 )
 from cockpit.runs.checkpoints import CheckpointScanner
+from cockpit.runs.metric_tail import seed_from_tail
 from cockpit.runs.metrics import MetricStream
 from cockpit.runs.supervisor import stage_gpus
 from cockpit.state import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState, fold
@@ -79,9 +80,13 @@ class Observing(EngineCore):
                            reason=reason)
 
     # ------------------------------------------------------------------ metrics
-    def _stream(self, run_id: str, attempt: Any) -> MetricStream:
+    def _stream(self, run_id: str, attempt: Any, started: float | None = None) -> MetricStream:
         if run_id not in self._streams or self._stream_attempt.get(run_id) != attempt:
-            self._streams[run_id] = run_stream(self.campaign, run_id)
+            stream = run_stream(self.campaign, run_id)
+            # A huge file takes several polls to read from the start (what the rules
+            # need); its tail gives the snapshot the real last values at once.
+            seed_from_tail(stream, since=started)
+            self._streams[run_id] = stream
             self._stream_attempt[run_id] = attempt
         return self._streams[run_id]
 
@@ -91,9 +96,9 @@ class Observing(EngineCore):
         for run in state.runs.values():
             if run.state == NOT_STARTED:
                 continue
-            stream = self._stream(run.id, run.attempt)
-            points = stream.poll()
             started = run.started_at.timestamp() - 1.0 if run.started_at else None
+            stream = self._stream(run.id, run.attempt, started)
+            points = stream.poll()
             fresh[run.id] = [p for p in points
                              if started is None or p.t is None or p.t >= started]
             scanner = self._scanner(run.id)
