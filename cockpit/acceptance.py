@@ -33,7 +33,7 @@ from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.metric_tail import last_values
 from cockpit.runs.reload_check import VerifyReport, run_verify_command, verify_checkpoint
 from cockpit.runs.supervisor import report_path
-from cockpit.state import FAILED, RUNNING, STOPPED, SUCCEEDED, CampaignState, fold
+from cockpit.state import FAILED, STOPPED, SUCCEEDED, CampaignState, fold
 
 ENDED_RUN_STATES = (SUCCEEDED, FAILED, STOPPED)
 
@@ -125,8 +125,12 @@ def _few(items: list[str], n: int = 5) -> str:
 
 
 def newest_checkpoint(campaign: Campaign, run_id: str, *, ended: bool = True,
-                      all_complete: bool = False) -> list[CheckpointInfo]:
-    """The newest complete checkpoint (or all complete ones, newest first)."""
+                      all_complete: bool = False,
+                      now: float | None = None) -> list[CheckpointInfo]:
+    """The newest complete checkpoint (or all complete ones, newest first).
+
+    ``now`` (epoch seconds) is the caller's clock for the settle time (the engine passes
+    its tick's); only a caller without a clock of its own gets the wall clock."""
     run = campaign.runs.get(run_id)
     if run is None or run.checkpoints is None:
         return []
@@ -134,7 +138,7 @@ def newest_checkpoint(campaign: Campaign, run_id: str, *, ended: bool = True,
     # one's reported checkpoints are complete at once; only unreported ones settle.
     scanner = reported_scanner(campaign, run, settle_seconds=0.0 if ended else 2.0)
     assert scanner is not None  # run.checkpoints is set
-    view = scanner.scan(time.time())
+    view = scanner.scan(time.time() if now is None else now)
     if all_complete:
         return list(view.complete)
     return [view.complete[0]] if view.complete else []
@@ -156,8 +160,11 @@ def reload_artifact(campaign: Campaign, run: Run, path: Path,
 
 
 def evaluate_acceptance(campaign: Campaign, state: CampaignState, run_id: str, *,
-                        verifier: Verifier = verify_checkpoint) -> tuple[bool, list[str]]:
-    """(accepted, reasons in words). A stopped run is never accepted (D15)."""
+                        verifier: Verifier = verify_checkpoint,
+                        now: datetime | None = None) -> tuple[bool, list[str]]:
+    """(accepted, reasons in words). A stopped run is never accepted (D15).
+
+    ``now``: the caller's clock (the engine's tick) for the checkpoint settle time."""
     spec = campaign.runs.get(run_id)
     run = state.runs.get(run_id)
     if spec is None or run is None:
@@ -183,7 +190,7 @@ def evaluate_acceptance(campaign: Campaign, state: CampaignState, run_id: str, *
         elif isinstance(entry, PredictionsCheck):
             passed, why = _predictions_check(campaign, spec, entry.what)
         else:
-            passed, why = _checkpoint_check(campaign, spec, verifier)
+            passed, why = _checkpoint_check(campaign, spec, verifier, now)
         ok = ok and passed
         reasons.append(why)
     return ok, reasons
@@ -232,8 +239,9 @@ def _predictions_check(campaign: Campaign, run: Run, what: str) -> tuple[bool, s
     return True, f"predictions hold {len(ids)} records"
 
 
-def _checkpoint_check(campaign: Campaign, run: Run, verifier: Verifier) -> tuple[bool, str]:
-    found = newest_checkpoint(campaign, run.id)
+def _checkpoint_check(campaign: Campaign, run: Run, verifier: Verifier,
+                      now: datetime | None) -> tuple[bool, str]:
+    found = newest_checkpoint(campaign, run.id, now=None if now is None else now.timestamp())
     if not found:
         return False, "no complete checkpoint found"
     report = reload_artifact(campaign, run, found[0].path, verifier)
@@ -246,30 +254,59 @@ def _checkpoint_check(campaign: Campaign, run: Run, verifier: Verifier) -> tuple
 # ------------------------------------------------------------------ auto accept
 
 
+def has_slow_checks(run: Run) -> bool:
+    """Whether judging the run starts a process (a reload): the engine runs those checks
+    in the background so its tick never waits (the other checks read files, bounded)."""
+    return any(not isinstance(e, (MetricCheck, PredictionsCheck)) for e in run.acceptance)
+
+
+def awaiting_verdict(campaign: Campaign, state: CampaignState) -> list[str]:
+    """Ended runs that declare acceptance checks and have no verdict yet."""
+    out = []
+    for run_id, run in state.runs.items():
+        spec = campaign.runs.get(run_id)
+        if spec is None or not spec.acceptance or not spec.produces_result \
+                or run.verdict is not None:
+            continue  # a run without checks, or one that produces no result, or judged
+        if run.state in ENDED_RUN_STATES:
+            out.append(run_id)
+    return out
+
+
+def record_verdict(engine: Any, run_id: str, attempt: int | None, accepted: bool,
+                   reasons: list[str], now: datetime) -> dict[str, Any] | None:
+    """Journal the verdict under the lock, unless another cockpit judged the run first
+    or a new attempt began meanwhile."""
+    campaign: Campaign = engine.campaign
+    spec = campaign.runs[run_id]
+    with engine.journal.transaction() as txn:
+        current = fold(campaign, txn.events, now).runs.get(run_id)
+        if current is None or current.verdict is not None or current.attempt != attempt:
+            return None
+        kind = "result_accepted" if accepted else "result_rejected"
+        event: dict[str, Any] = txn.append(
+            kind, now=now, run=run_id, stage=current.stage, result=spec.result_id,
+            reason="; ".join(reasons), checks=reasons, attempt=attempt, actor="auto")
+        return event
+
+
 def auto_accept(engine: Any, now: datetime, *,
                 verifier: Verifier = verify_checkpoint) -> list[dict[str, Any]]:
     """Journal ``result_accepted`` / ``result_rejected`` for each ended run that declares
-    acceptance and has no verdict yet. The checks run outside the lock (a reload can take
-    minutes); the verdict is appended under it, after checking nobody recorded one first."""
+    acceptance and has no verdict yet, here and now (a one-shot caller; the engine's tick
+    hands the runs with a reload check to its background verifier instead). The checks
+    run outside the lock (a reload can take minutes); the verdict is appended under it,
+    after checking nobody recorded one first."""
     if getattr(engine, "read_only", False):
         return []
     campaign: Campaign = engine.campaign
     state = engine.state(now)
     written: list[dict[str, Any]] = []
-    for run_id, run in state.runs.items():
-        spec = campaign.runs.get(run_id)
-        if spec is None or not spec.acceptance or not spec.produces_result \
-                or run.verdict is not None:
-            continue
-        if run.state not in ENDED_RUN_STATES or run.state == RUNNING:
-            continue
-        accepted, reasons = evaluate_acceptance(campaign, state, run_id, verifier=verifier)
-        with engine.journal.transaction() as txn:
-            current = fold(campaign, txn.events, now).runs.get(run_id)
-            if current is None or current.verdict is not None or current.attempt != run.attempt:
-                continue  # another cockpit judged it first, or a new attempt began
-            kind = "result_accepted" if accepted else "result_rejected"
-            written.append(txn.append(kind, now=now, run=run_id, stage=run.stage,
-                                      result=spec.result_id, reason="; ".join(reasons),
-                                      checks=reasons, attempt=run.attempt, actor="auto"))
+    for run_id in awaiting_verdict(campaign, state):
+        run = state.runs[run_id]
+        accepted, reasons = evaluate_acceptance(campaign, state, run_id, verifier=verifier,
+                                                now=now)
+        event = record_verdict(engine, run_id, run.attempt, accepted, reasons, now)
+        if event is not None:
+            written.append(event)
     return written

@@ -57,6 +57,8 @@ FIELD_CHECKS: Mapping[str, tuple[Check, str]] = {
     "code": (_optional(_int), "an exit code"),
     "attempt": (_optional(_int), "a journal seq"),
     "exit_file": (_optional(_text), "a path"),
+    "claim": (_optional(_int), "a journal seq"),
+    "marker": (_optional(_text), "a launch marker"),
     "outcome": (_optional(_text), "a text"),
     "drops": (_optional(_list_of(_text)), "a list of stage ids"),
     "gpus": (_optional(_list_of(_int)), "a list of GPU indexes"),
@@ -64,7 +66,10 @@ FIELD_CHECKS: Mapping[str, tuple[Check, str]] = {
     "sha256": (_optional(_text), "a hash"),
     "rule": (_optional(_text), "a rule id"),
     "step": (_optional(_int), "a step number"),
-    "threshold": (lambda v: v is None or _number(v) or _text(v), "a number or a text"),
+    # A rule's bound as it names it: a number, a word ("finite"), or {min|max: number}.
+    "threshold": (lambda v: v is None or _number(v) or _text(v) or (
+        isinstance(v, dict) and all(_number(x) or x is None for x in v.values())),
+        "a number, a text or a mapping of bounds"),
     "action": (_optional(_text), "a text"),
     "label": (_optional(_text), "a text"),
     "currency": (_optional(_text), "a currency code"),

@@ -41,6 +41,10 @@ class StageState:
     pgid: int | None = None
     create_time: float | None = None
     exit_file: str | None = None
+    marker: str | None = None  # the launch marker in its processes' environment
+    # A launch claimed in the journal (the seq of its stage_claimed) whose start is not
+    # recorded yet: the stage counts as running until the next tick reconciles it.
+    claim: int | None = None
 
     def elapsed_s(self, now: datetime) -> float:
         if self.started_at is None:
@@ -70,6 +74,7 @@ class RunState:
     pid: int | None = None
     pgid: int | None = None
     create_time: float | None = None
+    marker: str | None = None
     params_hash: str | None = None
     gpus: tuple[int, ...] = ()
     exit_code: int | None = None
@@ -165,14 +170,21 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
             latest_plan = ev.get("sha256")
         elif kind == "rules_recorded":
             rules_hash = ev.get("sha256")
+        elif kind == "stage_claimed" and stage is not None:
+            # The intent to launch, journaled before the launch (claim before you act).
+            stage.update(state=RUNNING, claim=ev.get("seq"), attempt=None,
+                         started_at=_when(ev), ended_at=None, manual=False, exit_code=None,
+                         reason=None, pid=None, pgid=None, create_time=None, exit_file=None,
+                         marker=ev.get("marker"))
         elif kind == "stage_started" and stage is not None:
             stage.update(state=RUNNING, attempt=ev.get("seq"), started_at=_when(ev), ended_at=None,
                          manual=bool(ev.get("manual")), exit_code=None, reason=None,
                          pid=ev.get("pid"), pgid=ev.get("pgid"),
-                         create_time=ev.get("create_time"), exit_file=ev.get("exit_file"))
+                         create_time=ev.get("create_time"), exit_file=ev.get("exit_file"),
+                         marker=ev.get("marker"), claim=None)
         elif kind == "stage_finished" and stage is not None:
             stage.update(state=ev.get("outcome", DONE), ended_at=_when(ev),
-                         exit_code=ev.get("code"), reason=ev.get("reason"))
+                         exit_code=ev.get("code"), reason=ev.get("reason"), claim=None)
             stage.setdefault("started_at", _when(ev))
         elif kind in ("stage_skipped", "stage_dropped") and stage is not None:
             stage.update(state=SKIPPED if kind == "stage_skipped" else DROPPED,
@@ -181,7 +193,8 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
             run.update(stage=stage_id, state=RUNNING, attempt=ev.get("attempt"),
                        started_at=_when(ev), ended_at=None, pid=ev.get("pid"),
                        pgid=ev.get("pgid"), create_time=ev.get("create_time"),
-                       params_hash=ev.get("params_hash"), gpus=tuple(ev.get("gpus") or ()),
+                       marker=ev.get("marker"), params_hash=ev.get("params_hash"),
+                       gpus=tuple(ev.get("gpus") or ()),
                        exit_code=None, exit_file=ev.get("exit_file"), stop=None,
                        verdict=None, verdict_reason=None)
         elif kind == "run_exited" and run is not None and ev.get("attempt") == run.get("attempt"):
@@ -238,6 +251,7 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
             manual=d.get("manual", False), exit_code=d.get("exit_code"), reason=d.get("reason"),
             notes=tuple(notes.get(sid, ())), pid=d.get("pid"), pgid=d.get("pgid"),
             create_time=d.get("create_time"), exit_file=d.get("exit_file"),
+            marker=d.get("marker"), claim=d.get("claim"),
         )
         for sid, d in stages.items()
     }
@@ -246,7 +260,7 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
             id=rid, stage=d.get("stage"), state=d.get("state", NOT_STARTED),
             attempt=d.get("attempt"), started_at=d.get("started_at"), ended_at=d.get("ended_at"),
             pid=d.get("pid"), pgid=d.get("pgid"), create_time=d.get("create_time"),
-            params_hash=d.get("params_hash"), gpus=d.get("gpus", ()),
+            marker=d.get("marker"), params_hash=d.get("params_hash"), gpus=d.get("gpus", ()),
             exit_code=d.get("exit_code"), exit_file=d.get("exit_file"), stop=d.get("stop"),
             verdict=d.get("verdict"), verdict_reason=d.get("verdict_reason"),
             verdict_override=d.get("verdict_override", False),

@@ -73,20 +73,43 @@ class RotatingFile:
     def _open(self) -> IO[str]:
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-            self._size = self._handle.tell()
+            handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            self._size = handle.tell()
+            if self._size and not _ends_with_newline(self.path):
+                # A line cut short by a full disk: end it, so the next one stands alone.
+                handle.write("\n")
+                self._size += 1
+            self._handle = handle
         return self._handle
 
     def write_line(self, line: str) -> None:
+        """Append one line; OSError (a full disk) propagates, and the line is dropped
+        rather than kept in a buffer to be retried, so the next write starts clean."""
         data = line.rstrip("\n") + "\n"
         size = len(data.encode("utf-8"))
-        handle = self._open()
-        if self._size and self._size + size > self.max_bytes:
-            self._rotate()
+        try:
             handle = self._open()
-        handle.write(data)
-        handle.flush()
+            if self._size and self._size + size > self.max_bytes:
+                self._rotate()
+                handle = self._open()
+            handle.write(data)
+            handle.flush()
+        except OSError:
+            self._drop()
+            raise
         self._size += size
+
+    def _drop(self) -> None:
+        """Forget the handle after a failed write, discarding what it still buffers."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError:
+                try:  # close could not flush: close the descriptor underneath
+                    os.close(handle.fileno())
+                except (OSError, ValueError):
+                    pass
 
     def _rotate(self) -> None:
         self.close()
@@ -103,9 +126,16 @@ class RotatingFile:
         self.close()
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        self._drop()
+
+
+def _ends_with_newline(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
+    except OSError:
+        return True
 
 
 def _label(value: str) -> str:
@@ -164,9 +194,13 @@ def write_atomic(path: Path, text: str) -> None:
     """Temp file + rename: a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # no half-written temp file left on a full disk
+        raise
 
 
 def dumps(compact: dict[str, Any]) -> str:

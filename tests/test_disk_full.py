@@ -72,3 +72,50 @@ def test_save_state_on_a_full_disk_says_no_space_and_keeps_the_old_file(tiny_fs:
     assert "no space left" in str(caught.value) and "unexpected pos" not in str(caught.value)
     assert target.read_bytes() == before
     assert [p.name for p in tiny_fs.iterdir()] == ["ckpt.pt"]  # no temp file left
+
+
+@pytest.fixture
+def full_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs, filled to the last byte (root only; skipped elsewhere)."""
+    mount = tmp_path / f"full-{uuid.uuid4().hex[:6]}"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass  # full
+        finally:
+            os.close(fd)
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_headless_keeps_ticking_on_a_full_disk_and_warns(full_fs: Path, tmp_path: Path) -> None:
+    from tests.campaigns import FINITE, step_command, write_campaign
+
+    path = write_campaign(tmp_path / "c", [
+        {"id": "train", "hours": 1, "resource": "gpu", "run": "r1",
+         "command": step_command(steps=20, sleep=0.05)},
+    ], rules=[FINITE])
+    done = subprocess.run(
+        [sys.executable, "-m", "cockpit", "headless", str(path), "--auto", "--until-done",
+         "--interval", "0.1", "--status-log", str(full_fs / "status.jsonl"),
+         "--log", str(full_fs / "events.log"), "--prom", str(full_fs / "cockpit.prom")],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "internal error" not in done.stderr
+    assert "until-done: every essential stage is done" in done.stdout
+    warned = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert any("status log" in line and "No space left" in line for line in warned)
+    assert any("Prometheus file" in line for line in warned)
+    assert any("event log" in line for line in warned)
+    # Warned, not flooded: each lasting failure once (a minute apart at most).
+    assert len(warned) <= 6, done.stderr
+    assert not list(full_fs.glob(".*.tmp"))  # no half-written temp file left

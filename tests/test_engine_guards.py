@@ -19,7 +19,7 @@ from typing import Any
 from cockpit.campaign import load_campaign
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.engine import Engine
-from cockpit.runs.supervisor import Launched
+from cockpit.runs.supervisor import Launched, Marked
 from tests.campaigns import FINITE, write_campaign
 
 START = datetime(2026, 12, 2, 10, 0, tzinfo=timezone.utc)
@@ -55,14 +55,18 @@ class FakeSupervisor:
         self.exits: dict[str, dict[str, Any]] = {}  # exit_file -> {"code", "signal"}
         self.signals: list[tuple[int | None, signal.Signals]] = []
         self.launched: list[str] = []
+        self.markers: dict[int, str] = {}  # pid -> its launch marker
 
-    def launch(self, campaign: Campaign, stage: Stage, now: datetime) -> Launched:
+    def launch(self, campaign: Campaign, stage: Stage, now: datetime,
+               marker: str | None = None) -> Launched:
         self.next_pid += 1
         pid = self.next_pid
         self.running[pid] = stage.id
         self.launched.append(stage.id)
+        if marker is not None:
+            self.markers[pid] = marker
         return Launched(pid, pid, 1.0, list(stage.command or []), f"/fake/{pid}.out",
-                        f"/fake/{pid}.err", f"/fake/{pid}.exit", None)
+                        f"/fake/{pid}.err", f"/fake/{pid}.exit", None, marker)
 
     def finish(self, stage_id: str, code: int | None = 0, sig: int | None = None) -> None:
         pid = next(p for p, s in self.running.items() if s == stage_id)
@@ -75,8 +79,21 @@ class FakeSupervisor:
     def read_exit(self, exit_file: str | None) -> dict[str, Any] | None:
         return self.exits.get(exit_file or "")
 
+    def unproven(self, pid: int | None, pgid: int | None, create_time: float | None,
+                 marker: str | None = None) -> str | None:
+        return None if pid in self.running else "not running"
+
+    def find_marked(self, prefix: str) -> list[Marked]:
+        def matches(marker: str) -> bool:
+            if not prefix.endswith(":"):
+                return marker == prefix
+            return marker.startswith(prefix) and marker[len(prefix):].isdigit()
+        return [Marked(pid, pid, 1.0, m, ("python", "-m", "cockpit.runs.wrapper",
+                                           f"/fake/{pid}.exit", "--"))
+                for pid, m in self.markers.items() if pid in self.running and matches(m)]
+
     def signal_group(self, pid: int | None, pgid: int | None, create_time: float | None,
-                     sig: signal.Signals) -> bool:
+                     sig: signal.Signals, marker: str | None = None) -> bool:
         if pid not in self.running:
             return False
         self.signals.append((pgid, sig))
@@ -84,10 +101,11 @@ class FakeSupervisor:
             self.finish(self.running[pid], None if sig == signal.SIGKILL else 143, int(sig))
         return True
 
-    def group_alive(self, pgid: int | None) -> bool:
+    def group_alive(self, pgid: int | None, marker: str | None = None) -> bool:
         return pgid in self.running
 
-    def kill_leftovers(self, pgid: int, pid: int | None, create_time: float | None) -> None:
+    def kill_leftovers(self, pgid: int, pid: int | None, create_time: float | None,
+                       marker: str | None = None) -> None:
         pass
 
     def ancestors(self, pid: int) -> list[int]:

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from cockpit.acceptance import auto_accept
 from cockpit.campaign.model import Campaign
 from cockpit.engine.build import Observations, build_snapshot
 from cockpit.engine.core import ExitVerdict, params_hash
@@ -67,9 +66,11 @@ class Engine(Guarding):
             self._record_plan_change(state, now)
             # Rules before exits: a run's last lines (a truncation count, a final NaN) are
             # judged while it still counts as running, even if it has just exited.
+            self._reconcile_claims(state, now)  # launches whose record never landed
+            state = self.state(now)
             self._apply_rules(state, now)
             self._record_exits(self.state(now), now)
-            auto_accept(self, now)  # acceptance checks when a run ends, before what follows
+            self._judge_runs(now)  # acceptance when a run ends (reloads in the background)
             self._auto_verify(self.state(now), now)
             self._advance_stops(self.state(now), now)
             if self.auto:

@@ -9,17 +9,20 @@ group) is here too: the guards use it when a rule or the deadline stops a run.
 
 from __future__ import annotations
 
+import os
 import signal
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from decimal import InvalidOperation
 from typing import Any
 
-from cockpit.campaign.model import Run
+from cockpit.campaign.model import Campaign, Run, Stage
 from cockpit.engine.core import params_hash
 from cockpit.engine.observe import Observing
 from cockpit.engine.ports import JournalView
 from cockpit.errors import ActionRefused, InputError
+from cockpit.journal import JournalError
 from cockpit.plan_record import decided_campaign, pack
 from cockpit.runs.checkpoint_verifier import (
     checkpoint_step,
@@ -29,7 +32,15 @@ from cockpit.runs.checkpoint_verifier import (
     verify_run_checkpoint,
 )
 from cockpit.runs.checkpoints import CheckpointInfo
-from cockpit.runs.supervisor import stage_gpus
+from cockpit.runs.supervisor import (
+    MARKER_ENV,
+    Launched,
+    Marked,
+    launch_marker,
+    report_path,
+    stage_gpus,
+    stage_marker_prefix,
+)
 from cockpit.state import (
     DONE,
     DROPPED,
@@ -83,13 +94,22 @@ class Acting(Observing):
         event = txn.append("stop_requested", now=now, run=run_id, stage=run.stage, rule=rule,
                            reason=reason, value=value, step=step, attempt=run.attempt,
                            actor=self.actor)
-        self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGTERM)
+        self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGTERM,
+                                     run.marker)
         return event
 
     # ------------------------------------------------------------------ start & mark
     def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
               auto: bool = False) -> list[dict[str, Any]]:
-        """Launch a stage's command detached and journal it (claimed under the lock)."""
+        """Launch a stage's command detached and journal it (claimed under the lock).
+
+        Claim before you act: ``stage_claimed`` is journaled (fsynced) before the launch,
+        and the launch carries the marker ``COCKPIT_LAUNCH=<campaign>:<stage>:<claim>``.
+        When the ``stage_started`` that follows cannot be written (a full disk) or this
+        cockpit dies in between, the next tick finds the process by its marker and
+        records it (``_reconcile_claims``); a claim without a process becomes a failed
+        launch. A live marked process of the stage refuses a second launch, record or not.
+        """
         stage = self._stage(stage_id)
         if stage.command is None:
             raise ActionRefused(f"stage {stage_id!r} has no command: mark it with "
@@ -98,6 +118,9 @@ class Acting(Observing):
         with self.journal.transaction() as txn:
             state = fold(self.campaign, txn.events, now)
             st = state.stages[stage_id]
+            if st.state == RUNNING and st.claim is not None:
+                raise ActionRefused(f"stage {stage_id!r} is being launched (claim #{st.claim}): "
+                                    "the next tick records its process")
             if st.state == RUNNING:
                 raise ActionRefused(f"stage {stage_id!r} is already running (pid {st.pid})")
             if auto and self.stage_status(state, stage) != "ready":
@@ -121,31 +144,97 @@ class Acting(Observing):
                         f"run {stage.run!r} was started with other params "
                         f"({old.params_hash[:12]} != {p_hash[:12]}): a new configuration needs "
                         "a new run id (D15)")
+            living = self.supervisor.find_marked(stage_marker_prefix(self.campaign, stage_id))
+            if living:
+                pids = ", ".join(str(m.pid) for m in living[:5])
+                raise ActionRefused(
+                    f"stage {stage_id!r} still has a live process the cockpit launched (pid "
+                    f"{pids}, {MARKER_ENV}={living[0].marker}) although the journal does not "
+                    "show it running: never a second copy; stop or wait for it first")
             written: list[dict[str, Any]] = []
             self._record_plan(txn, state, now)
             if stage.run and state.rules_hash is None and self.campaign.stop_rules:
                 written.append(txn.append("rules_recorded", now=now,
                                           sha256=self._rules_hash))
+            seq = len(txn.events) + 1  # the claim's own seq: the marker names it
+            marker = launch_marker(self.campaign, stage_id, seq)
+            claim = txn.append("stage_claimed", now=now, stage=stage_id, run=stage.run,
+                               marker=marker, params_hash=p_hash,
+                               forced=bool(holder and force), auto=auto, actor=self.actor)
+            if claim["seq"] != seq:  # pragma: no cover - would mean a broken lock
+                raise ActionRefused(f"stage {stage_id!r}: the journal moved under its lock")
+            written.append(claim)
+            _fault_pause()
             try:
-                launched = self.supervisor.launch(self.campaign, stage, now)
+                launched = self.supervisor.launch(self.campaign, stage, now, marker=marker)
             except OSError as exc:
+                txn.append("stage_finished", now=now, stage=stage_id, outcome=FAILED,
+                           claim=seq, reason=f"failed to launch: {exc}")
                 raise ActionRefused(f"cannot start stage {stage_id!r}: {exc}") from None
-            warn = self._window_warning(now)
-            started = txn.append(
-                "stage_started", now=now, stage=stage_id, run=stage.run, pid=launched.pid,
-                pgid=launched.pgid, create_time=launched.create_time, command=launched.command,
-                exit_file=launched.exit_file, stdout=launched.stdout, stderr=launched.stderr,
-                gpus=list(stage_gpus(stage, self.campaign.package.offer.gpus)),
-                forced=bool(holder and force), auto=auto, actor=self.actor, warning=warn)
-            written.append(started)
-            if stage.run:
-                written.append(txn.append(
-                    "run_started", now=now, run=stage.run, stage=stage_id, pid=launched.pid,
-                    pgid=launched.pgid, create_time=launched.create_time,
-                    command=launched.command, params_hash=p_hash, attempt=started["seq"],
-                    gpus=started["gpus"], exit_file=launched.exit_file,
-                    report=launched.report))
+            _fault_pause()
+            try:
+                written.extend(self._append_started(txn, stage, claim, launched, now))
+            except (JournalError, OSError) as exc:
+                raise ActionRefused(
+                    f"stage {stage_id!r} was launched (pid {launched.pid}) but its start could "
+                    f"not be journaled ({exc}); it carries {MARKER_ENV}={marker} and the next "
+                    "tick records it from there") from None
             return written
+
+    def _append_started(self, txn: JournalView, stage: Stage, claim: Mapping[str, Any],
+                        launched: Launched, now: datetime,
+                        reconciled: bool = False) -> list[dict[str, Any]]:
+        """stage_started (+ run_started) for a claimed launch, in the claim's transaction
+        or, when that one could not write them, at the tick that found the process."""
+        started = txn.append(
+            "stage_started", now=now, stage=stage.id, run=stage.run, pid=launched.pid,
+            pgid=launched.pgid, create_time=launched.create_time, command=launched.command,
+            exit_file=launched.exit_file, stdout=launched.stdout, stderr=launched.stderr,
+            gpus=list(stage_gpus(stage, self.campaign.package.offer.gpus)),
+            forced=bool(claim.get("forced")), auto=bool(claim.get("auto")),
+            actor=claim.get("actor", self.actor), warning=self._window_warning(now),
+            claim=claim.get("seq"), marker=launched.marker,
+            **({"reconciled": True} if reconciled else {}))
+        written = [started]
+        if stage.run:
+            written.append(txn.append(
+                "run_started", now=now, run=stage.run, stage=stage.id, pid=launched.pid,
+                pgid=launched.pgid, create_time=launched.create_time,
+                command=launched.command, params_hash=claim.get("params_hash"),
+                attempt=started["seq"], gpus=started["gpus"], exit_file=launched.exit_file,
+                report=launched.report, marker=launched.marker))
+        return written
+
+    def _reconcile_claims(self, state: CampaignState, now: datetime) -> None:
+        """A claim whose start was never journaled (a failed append, a cockpit killed
+        between claim and record): its marked process found means running (recorded now
+        with that pid); none found once ``claim_grace_s`` has passed means the launch
+        failed (recorded). Claimed under the lock, so two cockpits record it once."""
+        for st in state.stages.values():
+            if st.claim is None or st.state != RUNNING:
+                continue
+            stage = self.campaign.stage(st.id)
+            marker = st.marker or launch_marker(self.campaign, st.id, st.claim)
+            found = self.supervisor.find_marked(marker)
+            with self.journal.transaction() as txn:
+                events = txn.events
+                current = fold(self.campaign, events, now).stages[st.id]
+                if current.claim != st.claim:
+                    continue  # another cockpit reconciled it first
+                claim: Mapping[str, Any] = next(
+                    (ev for ev in reversed(events) if ev.get("seq") == st.claim), {})
+                if found:
+                    self._append_started(txn, stage, claim, _relaunched(found, marker,
+                                                                       self.campaign, stage),
+                                         now, reconciled=True)
+                    continue
+                claimed_at = current.started_at or now
+                if (now - claimed_at).total_seconds() < self.claim_grace_s:
+                    continue  # the launch may still be on its way
+                txn.append("stage_finished", now=now, stage=st.id, outcome=FAILED,
+                           claim=st.claim, code=None,
+                           reason=f"failed to launch: claim #{st.claim} has no process "
+                                  f"carrying {MARKER_ENV}={marker}")
 
     def _window_warning(self, now: datetime) -> str | None:
         pkg = self.campaign.package
@@ -211,6 +300,13 @@ class Acting(Observing):
             if run.stop is not None:
                 raise ActionRefused(f"run {run_id!r} is already being stopped "
                                     f"({run.stop.reason})")
+            why = self.supervisor.unproven(run.pid, run.pgid, run.create_time, run.marker)
+            if why is not None and self.supervisor.alive(run.pid, None):
+                # Something lives under that pid, but nothing proves it is the run: a
+                # signal could hit an unrelated process group. (Nothing alive: the stop is
+                # journaled and the next tick records the exit.)
+                raise ActionRefused(f"run {run_id!r}: not signalling pid {run.pid} "
+                                    f"(group {run.pgid}): {why}")
             event = self._request_stop(txn, state, run_id, rule, reason, now)
             assert event is not None
             return event
@@ -395,3 +491,27 @@ class Acting(Observing):
         if result.event is None:
             raise ActionRefused(f"export written to {result.bag_dir} but not journaled")
         return result.event
+
+
+def _fault_pause() -> None:
+    """Fault injection for the kill -9 tests: ``COCKPIT_FAULT_PAUSE=SECONDS`` widens the
+    moments between claim, launch and record so a random kill lands in them too."""
+    pause = os.environ.get("COCKPIT_FAULT_PAUSE")
+    if pause:
+        time.sleep(float(pause))
+
+
+def _relaunched(found: list[Marked], marker: str, campaign: Campaign, stage: Stage) -> Launched:
+    """A :class:`Launched` for a marked process found without its record. The wrapper
+    leads the group (pid == pgid); when it is gone, the group id stands for the leader
+    (the kernel keeps that number while the group has members) and the marker proves it."""
+    leader = found[0]
+    exit_file = leader.exit_file
+    base = exit_file[:-len(".exit")] if exit_file and exit_file.endswith(".exit") else None
+    report = str(report_path(campaign, stage.run)) if stage.run else None
+    if leader.pid == leader.pgid:
+        return Launched(leader.pid, leader.pgid, leader.create_time, list(leader.cmdline),
+                        f"{base}.out" if base else "", f"{base}.err" if base else "",
+                        exit_file or "", report, marker)
+    return Launched(leader.pgid, leader.pgid, 0.0, list(leader.cmdline), "", "", "", report,
+                    marker)

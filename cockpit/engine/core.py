@@ -43,6 +43,9 @@ from cockpit.state import CampaignState, fold
 from cockpit.telemetry import GpuReading, HostInfo, IdleDetector
 
 RECENT_EVENTS = 50
+# How long a launch claim may wait for its process before it counts as failed to launch
+# (the process shows up in milliseconds; the margin is for a machine under load).
+CLAIM_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class EngineCore:
         self.read_only = read_only
         self.clock: Clock = as_clock(clock)
         self.actor = actor
+        self.claim_grace_s = CLAIM_GRACE_S
         self._streams: dict[str, MetricStream] = {}
         self._stream_attempt: dict[str, Any] = {}
         self._state: CampaignState | None = None
@@ -116,6 +120,7 @@ class EngineCore:
         self._scanners: dict[str, CheckpointScanner | None] = {}
         self._ckpt_views: dict[str, CheckpointScan] = {}
         self._verifier = BackgroundVerifier()
+        self._judging: set[tuple[str, int | None]] = set()  # acceptance in the background
         self._rules_hash = rules_hash(campaign.stop_rules)  # the plan is frozen: once
         settings = campaign.settings
         self._idle: dict[int, IdleDetector] = {}

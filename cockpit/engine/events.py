@@ -30,6 +30,8 @@ def _short(value: Any) -> str:
 
 def _stage_started(ev: Event) -> str:
     how = "marked started" if ev.get("manual") else f"started (pid {ev.get('pid')})"
+    if ev.get("reconciled"):
+        how += ", recorded from its launch marker"
     return f"stage {ev.get('stage')} {how}" + (f" — {ev['warning']}" if ev.get("warning") else "")
 
 
@@ -67,13 +69,18 @@ _KINDS = (
                          f"{_short(ev.get('sha256'))}); the plan as decided still stands (D24)"),
     EventKind("rules_recorded", "engine.actions", ("sha256",),
               lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
-    EventKind("stage_started", "engine.actions",
+    EventKind("stage_claimed", "engine.actions (start, before the launch)",
+              ("stage", "run", "marker", "params_hash", "forced", "auto", "actor"),
+              lambda ev: f"stage {ev.get('stage')} claimed for launch (marker "
+              f"{ev.get('marker')})"),
+    EventKind("stage_started", "engine.actions (start, or the tick that reconciles a claim)",
               ("stage", "run", "pid", "pgid", "create_time", "command", "exit_file", "stdout",
-               "stderr", "gpus", "forced", "auto", "actor", "warning", "manual"),
+               "stderr", "gpus", "forced", "auto", "actor", "warning", "manual", "claim",
+               "marker", "reconciled"),
               _stage_started),
     EventKind("run_started", "engine.actions",
               ("run", "stage", "pid", "pgid", "create_time", "command", "params_hash", "attempt",
-               "gpus", "exit_file", "report"),
+               "gpus", "exit_file", "report", "marker"),
               lambda ev: f"run {ev.get('run')} started (params {_short(ev.get('params_hash'))})"),
     EventKind("run_exited", "engine.observe", ("run", "stage", "code", "attempt", "signal"),
               lambda ev: f"run {ev.get('run')} exited with code {ev.get('code')}"),

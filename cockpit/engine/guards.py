@@ -20,6 +20,7 @@ import contextlib
 import signal
 from datetime import datetime
 
+from cockpit.acceptance import awaiting_verdict, has_slow_checks
 from cockpit.campaign.model import OPTIONAL_CATEGORIES
 from cockpit.conclusion import conclude_now, on_deadline
 from cockpit.engine.actions import Acting
@@ -94,11 +95,12 @@ class Guarding(Acting):
             if stop is None or stop.done or run.state != RUNNING or stop.at is None:
                 continue
             if (now - stop.at).total_seconds() < grace or \
-                    not self.supervisor.group_alive(run.pgid):
+                    not self.supervisor.group_alive(run.pgid, run.marker):
                 continue
-            self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGKILL)
+            self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGKILL,
+                                         run.marker)
             if run.pgid:
-                self.supervisor.kill_leftovers(run.pgid, run.pid, run.create_time)
+                self.supervisor.kill_leftovers(run.pgid, run.pid, run.create_time, run.marker)
 
     def wait_stopped(self, run_id: str, timeout: float, poll: float = 0.1) -> bool:
         """Drive a stop to its end (grace, SIGKILL, journal) from a one-shot command."""
@@ -140,6 +142,10 @@ class Guarding(Acting):
             return ExitVerdict(None, "stopping")
         if self.auto and not state.revised and any(v == "ready" for v in statuses.values()):
             return ExitVerdict(None, "starting")
+        if self._judging or any(
+                has_slow_checks(self.campaign.runs[r])
+                for r in awaiting_verdict(self.campaign, state)):
+            return ExitVerdict(None, "judging")  # a reload check still runs in the background
         essential = [s for s in self.campaign.stages if s.category == "essential"]
         broken = [s.id for s in essential if statuses[s.id] in (FAILED, STOPPED)]
         if broken:

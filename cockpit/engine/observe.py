@@ -12,6 +12,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from cockpit.acceptance import (
+    awaiting_verdict,
+    evaluate_acceptance,
+    has_slow_checks,
+    record_verdict,
+)
 from cockpit.engine.core import EngineCore, parse_t
 from cockpit.engine.ports import ancestor_run
 from cockpit.runs.checkpoint_verifier import (
@@ -21,6 +27,7 @@ from cockpit.runs.checkpoint_verifier import (
     scanner_for,
 )
 from cockpit.runs.checkpoints import CheckpointScanner
+from cockpit.runs.metric_tail import seed_from_tail
 from cockpit.runs.metrics import MetricStream
 from cockpit.runs.supervisor import stage_gpus
 from cockpit.state import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState, fold
@@ -36,6 +43,17 @@ class Observing(EngineCore):
                 continue
             if self.supervisor.alive(st.pid, st.create_time):
                 continue
+            if st.marker and self.supervisor.group_alive(st.pgid, st.marker):
+                # The wrapper is gone (kill -9) but the training lives on in its group: the
+                # run is alive while its group is. Rules keep firing, stop ends the group,
+                # a restart is refused; the exit is recorded when the group is gone.
+                self._journal_once(
+                    "warning", f"orphan:{st.id}:{st.attempt}", now, source="supervisor",
+                    stage=st.id, run=st.run,
+                    message=f"stage {st.id}: its wrapper (pid {st.pid}) is gone but its "
+                            f"process group {st.pgid} lives on; it counts as running until "
+                            "the group ends (`cockpit stop` ends it)")
+                continue
             info = self.supervisor.read_exit(st.exit_file) or {}
             code = info.get("code")
             with self.journal.transaction() as txn:
@@ -49,6 +67,9 @@ class Observing(EngineCore):
                 if outcome == FAILED:
                     reason = (f"exit code {code}" if code is not None
                               else "process vanished without an exit code (killed?)")
+                    if code is None and st.marker and not info:
+                        reason = ("its wrapper and every process of its group are gone, "
+                                  "without an exit code (killed?)")
                 if current.run:
                     txn.append("run_exited", now=now, run=current.run, stage=st.id, code=code,
                                attempt=st.attempt, signal=info.get("signal"))
@@ -59,9 +80,13 @@ class Observing(EngineCore):
                            reason=reason)
 
     # ------------------------------------------------------------------ metrics
-    def _stream(self, run_id: str, attempt: Any) -> MetricStream:
+    def _stream(self, run_id: str, attempt: Any, started: float | None = None) -> MetricStream:
         if run_id not in self._streams or self._stream_attempt.get(run_id) != attempt:
-            self._streams[run_id] = run_stream(self.campaign, run_id)
+            stream = run_stream(self.campaign, run_id)
+            # A huge file takes several polls to read from the start (what the rules
+            # need); its tail gives the snapshot the real last values at once.
+            seed_from_tail(stream, since=started)
+            self._streams[run_id] = stream
             self._stream_attempt[run_id] = attempt
         return self._streams[run_id]
 
@@ -71,9 +96,9 @@ class Observing(EngineCore):
         for run in state.runs.values():
             if run.state == NOT_STARTED:
                 continue
-            stream = self._stream(run.id, run.attempt)
-            points = stream.poll()
             started = run.started_at.timestamp() - 1.0 if run.started_at else None
+            stream = self._stream(run.id, run.attempt, started)
+            points = stream.poll()
             fresh[run.id] = [p for p in points
                              if started is None or p.t is None or p.t >= started]
             scanner = self._scanner(run.id)
@@ -128,6 +153,36 @@ class Observing(EngineCore):
                            attempt=run.attempt)
             self._verifier.submit(self.campaign, spec, Path(path), run.attempt)
             return
+
+    # ------------------------------------------------------------------ acceptance
+    def _judge_runs(self, now: datetime) -> None:
+        """Acceptance verdicts for ended runs (D15). Checks that only read files run here;
+        a run with a reload check is judged by the background verifier and its verdict
+        journaled on the tick after it finished: a tick never waits for a process."""
+        for key, value in self._verifier.check_results():
+            self._judging.discard(key)
+            accepted, reasons = value
+            record_verdict(self, str(key[0]), key[1], bool(accepted), list(reasons), now)
+        state = self.state(now)
+        for run_id in awaiting_verdict(self.campaign, state):
+            run = state.runs[run_id]
+            key = (run_id, run.attempt)
+            if key in self._judging:
+                continue
+            spec = self.campaign.runs[run_id]
+            if not has_slow_checks(spec):
+                accepted, reasons = evaluate_acceptance(self.campaign, state, run_id, now=now)
+                record_verdict(self, run_id, run.attempt, accepted, reasons, now)
+                continue
+
+            def check(run_id: str = run_id) -> tuple[bool, list[str]]:
+                return evaluate_acceptance(self.campaign, state, run_id, now=now)
+
+            def failed(exc: Exception) -> tuple[bool, list[str]]:
+                return False, [f"the acceptance checks could not run: {exc}"]
+
+            if self._verifier.submit_check(key, check, failed):
+                self._judging.add(key)
 
     # ------------------------------------------------------------------ telemetry
     def _sample_telemetry(self, now: datetime) -> None:

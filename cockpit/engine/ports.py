@@ -22,7 +22,7 @@ import psutil
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.journal import JournalProblem
 from cockpit.runs import supervisor as _supervisor
-from cockpit.runs.supervisor import Launched
+from cockpit.runs.supervisor import Launched, Marked
 from cockpit.telemetry import GpuReading, HostInfo
 
 
@@ -105,21 +105,36 @@ class EventJournal(Protocol):
 
 # ---------------------------------------------------------------------- processes
 class Supervisor(Protocol):
-    """Launching stages and signalling the process groups the journal recorded."""
+    """Launching stages and signalling the process groups the journal recorded.
 
-    def launch(self, campaign: Campaign, stage: Stage, now: datetime) -> Launched: ...
+    Every launch carries a ``marker`` (``COCKPIT_LAUNCH`` in its environment) that finds
+    it again without the journal and proves a group is ours once its leader is gone."""
+
+    def launch(self, campaign: Campaign, stage: Stage, now: datetime,
+               marker: str | None = None) -> Launched: ...
 
     def alive(self, pid: int | None, create_time: float | None) -> bool: ...
 
     def read_exit(self, exit_file: str | None) -> dict[str, Any] | None: ...
 
+    def unproven(self, pid: int | None, pgid: int | None, create_time: float | None,
+                 marker: str | None = None) -> str | None:
+        """Why the group's identity is not proven, in words (None: proven, may be signalled)."""
+        ...
+
     def signal_group(self, pid: int | None, pgid: int | None, create_time: float | None,
-                     sig: signal.Signals) -> bool: ...
+                     sig: signal.Signals, marker: str | None = None) -> bool: ...
 
-    def group_alive(self, pgid: int | None) -> bool: ...
+    def group_alive(self, pgid: int | None, marker: str | None = None) -> bool: ...
 
-    def kill_leftovers(self, pgid: int, pid: int | None, create_time: float | None) -> None:
+    def kill_leftovers(self, pgid: int, pid: int | None, create_time: float | None,
+                       marker: str | None = None) -> None:
         """SIGKILL a recorded group whose leader (the wrapper) is gone but members linger."""
+        ...
+
+    def find_marked(self, prefix: str) -> list[Marked]:
+        """Live processes whose launch marker is ``prefix`` (or, for a prefix ending in
+        ``:``, any claim of that stage), group leaders first."""
         ...
 
     def ancestors(self, pid: int) -> list[int]:
@@ -130,8 +145,9 @@ class Supervisor(Protocol):
 class ProcessSupervisor:
     """The real supervisor: :mod:`cockpit.runs.supervisor` and the process table."""
 
-    def launch(self, campaign: Campaign, stage: Stage, now: datetime) -> Launched:
-        return _supervisor.launch(campaign, stage, now)
+    def launch(self, campaign: Campaign, stage: Stage, now: datetime,
+               marker: str | None = None) -> Launched:
+        return _supervisor.launch(campaign, stage, now, marker=marker)
 
     def alive(self, pid: int | None, create_time: float | None) -> bool:
         return _supervisor.alive(pid, create_time)
@@ -139,20 +155,30 @@ class ProcessSupervisor:
     def read_exit(self, exit_file: str | None) -> dict[str, Any] | None:
         return _supervisor.read_exit(exit_file)
 
+    def unproven(self, pid: int | None, pgid: int | None, create_time: float | None,
+                 marker: str | None = None) -> str | None:
+        return _supervisor.unproven_group(pid, pgid, create_time, marker)
+
     def signal_group(self, pid: int | None, pgid: int | None, create_time: float | None,
-                     sig: signal.Signals) -> bool:
-        return _supervisor.signal_group(pid, pgid, create_time, sig)
+                     sig: signal.Signals, marker: str | None = None) -> bool:
+        return _supervisor.signal_group(pid, pgid, create_time, sig, marker)
 
-    def group_alive(self, pgid: int | None) -> bool:
-        return _supervisor.group_alive(pgid)
+    def group_alive(self, pgid: int | None, marker: str | None = None) -> bool:
+        return _supervisor.group_alive(pgid, marker)
 
-    def kill_leftovers(self, pgid: int, pid: int | None, create_time: float | None) -> None:
+    def kill_leftovers(self, pgid: int, pid: int | None, create_time: float | None,
+                       marker: str | None = None) -> None:
         if pid and _supervisor.alive(pid, create_time):
             return  # signal_group already handled it
+        if marker is None or not _supervisor.group_members(pgid, marker):
+            return  # nothing of ours is provably left in that group: never signal it
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+    def find_marked(self, prefix: str) -> list[Marked]:
+        return _supervisor.find_marked(prefix)
 
     def ancestors(self, pid: int) -> list[int]:
         try:

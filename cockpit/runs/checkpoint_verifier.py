@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +123,17 @@ def checkpoint_step(item: CheckpointInfo | Path) -> int | None:
 
 
 class BackgroundVerifier:
-    """At most one verification at a time, off the caller's thread; results are polled."""
+    """At most one slow check at a time, off the caller's thread; results are polled.
+
+    Two kinds of jobs share the one slot: checkpoint verifications (:meth:`submit`,
+    results from :meth:`results`) and any other slow check, such as a run's acceptance
+    with a ``checkpoint: reloads`` (:meth:`submit_check`, results from
+    :meth:`check_results`), so the engine's tick never waits for a reload."""
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
         self._done: list[tuple[str, int | None, VerifyReport]] = []
+        self._checks: list[tuple[Any, Any]] = []
         self._lock = threading.Lock()
 
     @property
@@ -142,11 +149,44 @@ class BackgroundVerifier:
             with self._lock:
                 self._done.append((run.id, attempt, report))
 
-        self._thread = threading.Thread(target=work, name=f"verify-{run.id}", daemon=True)
-        self._thread.start()
+        self._start(work, f"verify-{run.id}")
         return True
+
+    def submit_check(self, key: Hashable, check: Callable[[], Any],
+                     on_error: Callable[[Exception], Any]) -> bool:
+        """Run ``check()`` in the background (False: the slot is busy, try later). Its
+        value, or ``on_error(exc)`` when it raised, comes back from :meth:`check_results`."""
+        if self.busy:
+            return False
+
+        def work() -> None:
+            try:
+                value = check()
+            except Exception as exc:  # noqa: BLE001 - a result in words, never a dead thread
+                value = on_error(exc)
+            with self._lock:
+                self._checks.append((key, value))
+
+        self._start(work, f"check-{key}")
+        return True
+
+    def _start(self, work: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=work, name=name, daemon=True)
+        self._thread.start()
 
     def results(self) -> list[tuple[str, int | None, VerifyReport]]:
         with self._lock:
             done, self._done = self._done, []
         return done
+
+    def check_results(self) -> list[tuple[Any, Any]]:
+        with self._lock:
+            done, self._checks = self._checks, []
+        return done
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for the running job (tests, one-shot commands); True when none is left."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.busy

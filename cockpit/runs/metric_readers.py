@@ -62,6 +62,11 @@ class MetricReader(ABC):
     @abstractmethod
     def poll(self) -> ReadBatch: ...
 
+    @property
+    def position(self) -> int | None:
+        """Bytes of the file read so far (None: a format read whole on each change)."""
+        return None
+
     def _count_garbage(self, line: int | None, why: str) -> None:
         self.garbage += 1
         self.last_garbage_line = line
@@ -107,6 +112,10 @@ class _LineReader(MetricReader):
         self._tail = b""
         self._discarding = False
         self._reset_format()
+
+    @property
+    def position(self) -> int | None:
+        return self._offset
 
     def _reset_format(self) -> None:
         """Forget what the format learned from the file (e.g. a CSV header)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cockpit.runs.metric_readers import _READ_LIMIT
 from cockpit.runs.metrics import JsonlMetricsReader, MetricPoint, MetricStream
 
 _CHUNK = 1 << 20
@@ -71,7 +72,10 @@ def _take(found: LastValues, point: MetricPoint, since: float | None, overwrite:
     return True
 
 
-def _jsonl_tail(path: Path, wanted: set[str], since: float | None) -> LastValues:
+def _jsonl_tail(path: Path, wanted: set[str], since: float | None,
+                max_bytes: int | None = None, every_name: bool = False) -> LastValues:
+    """Newest-first read from the end until every wanted metric and the step are known
+    (or, ``every_name``, until ``max_bytes`` are read: every metric seen there)."""
     found = LastValues()
     parser = JsonlMetricsReader(path)
     try:
@@ -80,9 +84,10 @@ def _jsonl_tail(path: Path, wanted: set[str], since: float | None) -> LastValues
         return found
     with handle:
         end = os.fstat(handle.fileno()).st_size
+        stop = 0 if max_bytes is None else max(0, end - max_bytes)
         carry = b""
-        while end > 0:
-            start = max(0, end - _CHUNK)
+        while end > stop:
+            start = max(stop, end - _CHUNK)
             handle.seek(start)
             data = handle.read(end - start) + carry
             end = start
@@ -91,9 +96,10 @@ def _jsonl_tail(path: Path, wanted: set[str], since: float | None) -> LastValues
             for raw in reversed(lines):
                 if not _newest_first(found, parser, raw, since):
                     return found
-                if wanted <= found.values.keys() and found.last_step is not None:
+                if not every_name and wanted <= found.values.keys() \
+                        and found.last_step is not None:
                     return found
-        if carry:
+        if carry and stop == 0:
             _newest_first(found, parser, carry, since)
     return found
 
@@ -108,3 +114,21 @@ def _newest_first(found: LastValues, parser: JsonlMetricsReader, raw: bytes,
     if not isinstance(item, MetricPoint):
         return True  # an event, or an empty line
     return _take(found, item, since, overwrite=False)
+
+
+def seed_from_tail(stream: MetricStream, since: float | None = None,
+                   min_size: int = _READ_LIMIT, tail_bytes: int = _CHUNK) -> None:
+    """Give a new stream its latest values and step from the end of each JSON-lines file
+    too big for its first poll (``min_size``: what one poll reads), reading only the last
+    ``tail_bytes``: ``status`` on a 20 MB file shows the real last step at once."""
+    for path in stream.paths:
+        if path.suffix.lower() not in _JSONL:
+            continue
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            continue
+        if size <= min_size:
+            continue  # the first poll reads it whole
+        found = _jsonl_tail(path, set(), since, max_bytes=tail_bytes, every_name=True)
+        stream.seed(path, size, found.values, found.last_step)

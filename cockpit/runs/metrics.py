@@ -38,6 +38,7 @@ points. Events found by :meth:`MetricStream.poll` wait in a bounded queue that
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -93,6 +94,9 @@ class MetricStream:
         self.recent: deque[MetricPoint] = deque(maxlen=recent)
         self._value_steps: dict[str, int | None] = {}
         self._events: deque[dict[str, Any]] = deque(maxlen=PENDING_EVENTS)
+        # reader index -> file size when the latest values were seeded from its tail:
+        # older points read on the way there do not overwrite the newer seeded values.
+        self._seeded: dict[int, int] = {}
 
     @property
     def paths(self) -> list[Path]:
@@ -110,18 +114,50 @@ class MetricStream:
     def poll(self) -> list[MetricPoint]:
         """New points since the last poll, from all readers in order."""
         points: list[MetricPoint] = []
-        for reader in self.readers:
+        for index, reader in enumerate(self.readers):
             batch = reader.poll()
             points.extend(batch.points)
             self._events.extend(batch.events)
+            if not self._behind_seed(index, reader):
+                self._take_latest(batch.points)
+        self.recent.extend(points)
+        return points
+
+    def _take_latest(self, points: Sequence[MetricPoint]) -> None:
         for point in points:
             for name, value in point.values.items():
                 self.latest[name] = value
                 self._value_steps[name] = point.step
             if point.step is not None:
                 self.latest_step = point.step
-        self.recent.extend(points)
-        return points
+
+    def _behind_seed(self, index: int, reader: MetricReader) -> bool:
+        """Whether the reader is still reading what lies before its seeded tail."""
+        size = self._seeded.get(index)
+        if size is None:
+            return False
+        position = reader.position
+        if position is not None and position < size:
+            try:
+                if os.stat(reader.path).st_size >= size:
+                    return True
+            except OSError:
+                pass  # gone or unreadable: the seed no longer describes the file
+        del self._seeded[index]
+        return False
+
+    def seed(self, path: Path, size: int, values: dict[str, float], step: int | None) -> None:
+        """Latest values and step from the tail of ``path`` (then ``size`` bytes), so a
+        snapshot is right at once although the incremental reading (what the rules see)
+        starts from the beginning and a huge file takes several polls to catch up."""
+        for index, reader in enumerate(self.readers):
+            if reader.path == Path(path) and reader.position is not None:
+                self._seeded[index] = size
+                for name, value in values.items():
+                    self.latest[name] = value
+                    self._value_steps[name] = step
+                if step is not None:
+                    self.latest_step = step
 
     def poll_events(self) -> list[dict[str, Any]]:
         """Events (``{"event": kind, ...}`` records) found by polls since the last call."""

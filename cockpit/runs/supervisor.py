@@ -3,13 +3,22 @@
 Stages run in their own session and process group under :mod:`cockpit.runs.wrapper`,
 so they survive the cockpit (exit, crash, SSH drop) and any later cockpit can
 re-attach from the journal: pid, pgid and the process's create time are recorded,
-and liveness means "that pid still exists with that create time". Signals go only
-to process groups this cockpit started and recorded, and only while the recorded
-process is the one alive under that pid.
+and liveness means "that pid still exists with that create time".
+
+Every launched process carries a launch marker in its environment,
+``COCKPIT_LAUNCH=<campaign id>:<stage>:<claim seq>``, inherited by everything it starts
+(the training under the wrapper, a launcher's workers). The marker finds a launch
+again without the journal (a launch whose record was never written) and proves a
+process group is ours when its leader, the wrapper, is gone.
+
+Signals go only to a process group whose identity is proven: its leader alive with the
+recorded pid *and* create time, or a member carrying the recorded launch marker.
+Anything else is refused, with the reason (:func:`unproven_group`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -24,6 +33,8 @@ import psutil
 
 from cockpit.campaign.model import Campaign, Stage
 
+MARKER_ENV = "COCKPIT_LAUNCH"
+
 
 @dataclass(frozen=True)
 class Launched:
@@ -35,6 +46,107 @@ class Launched:
     stderr: str
     exit_file: str
     report: str | None
+    marker: str | None = None
+
+
+@dataclass(frozen=True)
+class Marked:
+    """A live process that carries a launch marker."""
+
+    pid: int
+    pgid: int
+    create_time: float
+    marker: str
+    cmdline: tuple[str, ...]
+
+    @property
+    def exit_file(self) -> str | None:
+        """The wrapper's exit file, read from its command line (None: not the wrapper)."""
+        words = self.cmdline
+        if len(words) > 3 and words[1:3] == ("-m", "cockpit.runs.wrapper"):
+            return words[3]
+        return None
+
+
+def campaign_mark(campaign: Campaign) -> str:
+    """The campaign's part of a launch marker: a short hash of its file's real path."""
+    return hashlib.sha256(str(Path(campaign.path).resolve()).encode()).hexdigest()[:16]
+
+
+def launch_marker(campaign: Campaign, stage_id: str, claim: int) -> str:
+    return f"{campaign_mark(campaign)}:{stage_id}:{claim}"
+
+
+def stage_marker_prefix(campaign: Campaign, stage_id: str) -> str:
+    return f"{campaign_mark(campaign)}:{stage_id}:"
+
+
+def _environ_marker(proc: psutil.Process) -> str | None:
+    try:
+        return proc.environ().get(MARKER_ENV)
+    except (psutil.Error, OSError):
+        return None
+
+
+def _marked(proc: psutil.Process, marker: str) -> Marked | None:
+    try:
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return Marked(proc.pid, os.getpgid(proc.pid), proc.create_time(), marker,
+                      tuple(proc.cmdline()))
+    except (psutil.Error, OSError):
+        return None
+
+
+def find_marked(prefix: str) -> list[Marked]:
+    """Live processes whose launch marker starts with ``prefix`` (a whole marker, or the
+    ``campaign:stage:`` prefix of every launch of a stage), group leaders first."""
+    reap()
+    found: list[Marked] = []
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        marker = _environ_marker(proc)
+        if marker is None or not _matches(marker, prefix):
+            continue
+        item = _marked(proc, marker)
+        if item is not None:
+            found.append(item)
+    found.sort(key=lambda m: (m.pid != m.pgid, m.create_time))
+    return found
+
+
+def _matches(marker: str, prefix: str) -> bool:
+    if not prefix.endswith(":"):
+        return marker == prefix
+    # "camp:a:" must not match stage "a:b" ("camp:a:b:3"): the rest is the claim seq.
+    return marker.startswith(prefix) and marker[len(prefix):].isdigit()
+
+
+def group_members(pgid: int | None, marker: str | None = None) -> list[int]:
+    """Live (non-zombie) pids in process group ``pgid``; with ``marker``, only those
+    carrying that launch marker."""
+    if not pgid:
+        return []
+    reap()
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return []
+    except PermissionError:
+        pass
+    members = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) != pgid or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+        if marker is not None and _environ_marker(proc) != marker:
+            continue
+        members.append(proc.pid)
+    return members
 
 
 def stage_gpus(stage: Stage, gpus_per_machine: int) -> tuple[int, ...]:
@@ -57,8 +169,10 @@ def report_path(campaign: Campaign, run_id: str) -> Path:
 
 
 def launch(campaign: Campaign, stage: Stage, now: datetime,
-           python: str = sys.executable) -> Launched:
-    """Start ``stage``'s command detached under the wrapper; raises OSError when it can't."""
+           python: str = sys.executable, marker: str | None = None) -> Launched:
+    """Start ``stage``'s command detached under the wrapper; raises OSError when it can't.
+
+    ``marker`` goes into the environment as ``COCKPIT_LAUNCH`` (see the module text)."""
     if stage.command is None:
         raise ValueError(f"stage {stage.id!r} has no command")
     logs = campaign.state_dir / "logs"
@@ -70,6 +184,9 @@ def launch(campaign: Campaign, stage: Stage, now: datetime,
     env.update(stage.env)
     env["COCKPIT_CAMPAIGN"] = str(campaign.path)
     env["COCKPIT_STAGE"] = stage.id
+    env.pop(MARKER_ENV, None)  # never inherit the cockpit's own (a stage that runs a cockpit)
+    if marker is not None:
+        env[MARKER_ENV] = marker
     report = None
     if stage.run:
         env["COCKPIT_RUN"] = stage.run
@@ -100,7 +217,7 @@ def launch(campaign: Campaign, stage: Stage, now: datetime,
     except psutil.Error:
         create_time = 0.0
     return Launched(proc.pid, proc.pid, create_time, command, f"{base}.out", f"{base}.err",
-                    str(exit_file), report)
+                    str(exit_file), report, marker)
 
 
 # Popen objects of processes this interpreter started: polled so they never linger as zombies.
@@ -138,35 +255,48 @@ def read_exit(exit_file: str | None) -> dict[str, Any] | None:
         return None
 
 
+def unproven_group(pid: int | None, pgid: int | None, create_time: float | None,
+                   marker: str | None = None) -> str | None:
+    """Why the group may not be signalled (None: its identity is proven).
+
+    Proven: the leader ``pid`` is alive with the recorded ``create_time`` and still leads
+    ``pgid``; or, the leader gone or unproven, a live member of ``pgid`` carries the
+    recorded launch ``marker``. A record without a create time and without a marker
+    proves nothing: the pid may long since belong to someone else."""
+    if not pid or not pgid:
+        return "the journal records no process id for it"
+    if create_time and alive(pid, create_time):
+        try:
+            if os.getpgid(pid) == pgid:
+                return None
+        except (ProcessLookupError, PermissionError):
+            pass
+    if marker is not None:
+        if group_members(pgid, marker):
+            return None
+        return (f"no live process of group {pgid} carries its launch marker {marker}: "
+                "it is not ours (or it has ended)")
+    if not create_time:
+        return (f"its journal record has neither the process create time nor a launch "
+                f"marker, so pid {pid} cannot be proven to be the process the cockpit "
+                "started (it may be an unrelated process that got the same pid)")
+    return f"pid {pid} is no longer the process the cockpit started (it has ended)"
+
+
 def signal_group(pid: int | None, pgid: int | None, create_time: float | None,
-                 sig: signal.Signals) -> bool:
-    """Signal a process group we recorded, only if its leader is still ours."""
-    if not pid or not pgid or not alive(pid, create_time):
+                 sig: signal.Signals, marker: str | None = None) -> bool:
+    """Signal a process group we recorded, only if its identity is proven."""
+    if unproven_group(pid, pgid, create_time, marker) is not None:
         return False
+    assert pgid  # proven above
     try:
-        if os.getpgid(pid) != pgid:
-            return False
         os.killpg(pgid, sig)
         return True
     except (ProcessLookupError, PermissionError):
         return False
 
 
-def group_alive(pgid: int | None) -> bool:
-    """Whether any process is left in the group (the wrapper may be gone before its child)."""
-    if not pgid:
-        return False
-    reap()
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(proc.info["pid"]) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.Error, OSError):
-            continue
-    return False
+def group_alive(pgid: int | None, marker: str | None = None) -> bool:
+    """Whether any process is left in the group (the wrapper may be gone before its child);
+    with ``marker``, only members carrying that launch marker count."""
+    return bool(group_members(pgid, marker))
