@@ -7,7 +7,8 @@ Each handler takes the argparse namespace and returns an exit code; bad input ra
 reads: it never creates or writes anything. ``export`` writes under the campaign's
 ``.cockpit/export/`` (or ``--out``) and journals ``export_done``; it exits 0 when the
 export verified, 1 when it was written but a check failed. ``verify-export`` exits 0
-only when every check passes.
+only when every check passes. A bag is data: ``verify-export`` runs no command and
+allows no unsafe unpickling that the bag asks for unless ``--trust-commands`` is given.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def add_close_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--no-reload", action="store_true",
                    help="skip reloading the artifacts in a fresh process")
+    p.add_argument("--trust-commands", action="store_true",
+                   help="run the custom reload commands and allow the unsafe unpickling that "
+                        "the bag's reload.json asks for (a bag is data: never by default)")
     p.set_defaults(handler=cmd_verify_export)
 
 
@@ -130,7 +134,8 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
     if not bags:
         raise InputError(f"verify-export: {args.dir}: not an export (no bagit.txt in it or "
                          "in a folder inside it)")
-    report = verify_export(folder, reload=not args.no_reload)
+    report = verify_export(folder, reload=not args.no_reload,
+                           trust_commands=args.trust_commands)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -349,8 +349,10 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
                                            "tagmanifest-sha256.txt"))
 
     t1 = time.monotonic()
+    # The recipes just written from the campaign file are the trusted ones: the check of
+    # the bag we wrote runs the campaign's own verify_command, never one read back.
     report = verify_export(bag, reload=verify_reload, verifier=verifier,
-                           campaign_folder=campaign.folder)
+                           campaign_folder=campaign.folder, trusted=reload_entries)
     timings["verify_s"] = round(time.monotonic() - t1, 4)
     step("verified")
 
