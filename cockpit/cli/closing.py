@@ -6,9 +6,11 @@ Each handler takes the argparse namespace and returns an exit code; bad input ra
 :class:`cockpit.errors.InputError` (the CLI prints it and exits 2). ``budget`` only
 reads: it never creates or writes anything. ``export`` writes under the campaign's
 ``.cockpit/export/`` (or ``--out``) and journals ``export_done``; it exits 0 when the
-export verified, 1 when it was written but a check failed. ``verify-export`` exits 0
-only when every check passes. A bag is data: ``verify-export`` runs no command and
-allows no unsafe unpickling that the bag asks for unless ``--trust-commands`` is given.
+export verified, 1 when it was written but a check failed (a failed export never
+replaces a verified one: it is kept beside it, and the command says which is current).
+``verify-export`` exits 0 only when every check passes. A bag is data: ``verify-export``
+runs no command and allows no unsafe unpickling that the bag asks for unless
+``--trust-commands`` is given.
 """
 
 from __future__ import annotations
@@ -116,7 +118,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             "verified": result.verified, "fetch": result.fetch_commands,
             "verify": result.verify.to_dict() if result.verify else None,
             "skipped": result.skipped, "warnings": result.warnings,
-            "timings": result.timings}, indent=2))
+            "timings": result.timings, "current": result.current,
+            "kept_failed": str(result.kept_failed) if result.kept_failed else None,
+            "current_bag": str(result.current_bag or result.bag_dir)}, indent=2))
     else:
         print(result.summary())
     return 0 if result.verified else 1
