@@ -332,6 +332,9 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         for i, art in enumerate(chosen):
             added = payload.add_path(f"{base}/artifacts/{art.path.name}", art.path, artifact=True)
             if not added:
+                if status == "accepted" and i == 0:
+                    warnings.append(f"run {run_id} is accepted but its checkpoint {art.path} "
+                                    "was not exported (see not exported)")
                 continue
             rel = added[0].path if art.path.is_file() else \
                 f"data/{base}/artifacts/{art.path.name}"
@@ -353,6 +356,10 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
             "verdict": rs.verdict if rs else None,
             "verdict_reason": rs.verdict_reason if rs else None,
             "base_model": run.base_model, "base_revision": run.base_revision,
+            # Verified means every accepted result is in the bag: an accepted run with
+            # checkpoints must have its artifact here (unless --artifacts none).
+            "artifact_expected": status == "accepted" and run.checkpoints is not None
+            and artifacts != "none",
             "files": files,
         }
     step("runs_written")

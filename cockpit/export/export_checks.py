@@ -300,14 +300,26 @@ def artifacts_reload(bag: Path, manifest: dict[str, Any], entries: list[dict[str
     name = "artifacts reload"
     chosen = [e for e in entries if isinstance(e, dict) and e.get("chosen_for_result")]
     warnings: list[str] = []
-    for run_id, entry in (manifest.get("runs") or {}).items():
-        if isinstance(entry, dict) and entry.get("status") == "accepted" \
-                and not any(e.get("run") == run_id for e in chosen):
-            warnings.append(f"accepted run {run_id} has no artifact in this export")
-    if not reload:
-        return Check(name, True, (), tuple(warnings),
-                     f"skipped (--no-reload): {len(chosen)} artifact(s) not reloaded")
     failures: list[str] = []
+    runs = manifest.get("runs")
+    for run_id, entry in (runs.items() if isinstance(runs, dict) else ()):
+        if not isinstance(entry, dict) or entry.get("status") != "accepted":
+            continue
+        mine = [e for e in chosen if e.get("run") == run_id]
+        if not mine:
+            words = f"accepted run {run_id} has no artifact in this export"
+            if entry.get("artifact_expected"):  # verified means every accepted result
+                failures.append(f"{words}: its result is not in the bag (see the export's "
+                                "'not exported' and warnings)")
+            else:
+                warnings.append(words)
+        elif not any((p := bag_member(bag, e.get("path"))) is not None and p.exists()
+                     for e in mine):
+            failures.append(f"accepted run {run_id}: its artifact "
+                            f"{mine[0].get('path')!r} is not in the bag")
+    if not reload:
+        return Check(name, not failures, tuple(failures), tuple(warnings),
+                     f"skipped (--no-reload): {len(chosen)} artifact(s) not reloaded")
     refused: list[str] = []
     for e in chosen:
         rel, run = e.get("path"), e.get("run")
