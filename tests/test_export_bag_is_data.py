@@ -186,3 +186,12 @@ def test_the_export_runs_the_campaign_files_own_command(tmp_path):
     report = verify_export(result.bag_dir, verifier=stand_in)
     assert marker.read_text() == "x" and report.ok  # reported, not run: still verified
     assert any("asks for a custom reload command" in r for r in report.refused)
+
+
+def test_no_check_reads_through_a_planted_link(bag, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("weights at /tmp/tmpq8x1z2ab/model.bin\n")
+    (bag / "data/runs/control/outputs/notes.txt").symlink_to(outside)
+    report = verify_export(bag, reload=False)
+    assert not report.check("bag valid").ok
+    assert report.check("no temporary paths").ok, report.render()  # never read

@@ -102,8 +102,10 @@ def _manifest_problems(bag: Path) -> list[str]:
         digest, _, rel = line.partition("  ")
         rel = rel.replace("%0D", "\r").replace("%0A", "\n")
         listed.add(rel)
-        target = bag / rel
-        if not target.is_file():
+        target = bag_member(bag, rel)
+        if target is None:
+            problems.append(f"{rel!r} is listed in the manifest but is not a file of the bag")
+        elif not target.is_file():
             problems.append(f"{rel} is listed in the manifest but missing")
         elif sha256_file(target) != digest:
             problems.append(f"{rel}: sha256 does not match the manifest (changed after export)")
@@ -252,7 +254,8 @@ def payload_files(bag: Path) -> list[Path]:
         return []
     out = []
     for dirpath, _dirs, files in os.walk(data):
-        out += [Path(dirpath) / f for f in files]
+        # A symbolic link is never read through (bag valid names it).
+        out += [Path(dirpath) / f for f in files if not (Path(dirpath) / f).is_symlink()]
     return sorted(out)
 
 
