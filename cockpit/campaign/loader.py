@@ -29,7 +29,7 @@ from cockpit.campaign.sections_guards import (
     read_settings,
     read_stop_rules,
 )
-from cockpit.campaign.sections_runs import read_runs
+from cockpit.campaign.sections_runs import check_payload_paths, read_runs
 from cockpit.campaign.yamlread import KeyPath, parse_yaml, read_text
 from cockpit.units import Money
 
@@ -84,6 +84,8 @@ def load_campaign_text(text: str, path: str | Path) -> Campaign:
     # Checks across sections, once every section is read.
     check_rule_runs(check, stop_rules, runs)
     check_conclusion(check, conclusion, runs)
+    check_payload_paths(check, data.get("runs"), runs, settings.export_outside,
+                        path.parent.resolve())
     check.raise_if_any()
     assert campaign_id is not None and package is not None
     return Campaign(

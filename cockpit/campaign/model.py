@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -224,6 +225,9 @@ class Settings:
     verify_timeout_s: float = 300.0
     verify_every_s: float = 600.0
     deadline_warn_s: float = 12 * 3600.0
+    # Folders outside the campaign's own whose files the export may copy (D19): every
+    # payload path must lie, symlinks resolved, in the campaign folder or one of these.
+    export_outside: tuple[Path, ...] = ()
 
 
 HOOK_EVENTS = ("rule_fired", "stage_finished", "decision_needed", "deadline_near",
@@ -306,7 +310,27 @@ class Campaign:
         """Relative paths in a campaign file are relative to its folder."""
         return path if path.is_absolute() else self.folder / path
 
+    def export_roots(self) -> tuple[Path, ...]:
+        """The folders the export copies from (symlinks resolved): the campaign's own
+        and those of ``settings.export_outside``. One rule for every payload path."""
+        return export_roots(self.folder, self.settings.export_outside)
+
     def stage_of_run(self, run_id: str) -> Stage | None:
         return next((s for s in self.stages if s.run == run_id), None)
 
 
+
+
+def export_roots(folder: Path, outside: tuple[Path, ...] = ()) -> tuple[Path, ...]:
+    """The campaign folder and the ``export_outside`` folders, symlinks resolved."""
+    return tuple(Path(os.path.realpath(p if p.is_absolute() else folder / p))
+                 for p in (folder, *outside))
+
+
+def exportable(path: Path, roots: tuple[Path, ...]) -> bool:
+    """Whether ``path``, symlinks resolved, lies in one of ``roots``: the one rule every
+    payload path follows (plan, params, metrics, predictions, expected ids, outputs,
+    checkpoints), at ``cockpit check`` and at the export."""
+    real = os.path.realpath(path)
+    return any(real == str(r) or real.startswith(str(r).rstrip(os.sep) + os.sep)
+               for r in roots)

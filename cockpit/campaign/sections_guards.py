@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.checker import NAME_ID, Checker
@@ -14,7 +15,7 @@ RULE_KEYS = ("id", "kind", "metric", "min", "max", "after_step", "max_age", "act
 SETTING_KEYS = (
     "stop_grace", "idle_util_pct", "idle_grace", "disk_warn_gb", "tolerable_loss",
     "mean_time_between_interruptions", "transfer_rate_mb_s", "verify_within", "verify_timeout",
-    "verify_every", "deadline_warn",
+    "verify_every", "deadline_warn", "export_outside",
 )
 HOOK_KEYS = ("command", "shell", "timeout")
 
@@ -105,6 +106,10 @@ def read_settings(check: Checker, value: Any, path: KeyPath) -> Settings:
             if number is not None:
                 values[attr] = int(number * scale) if attr == "disk_warn_bytes" \
                     else number * scale
+    if "export_outside" in entry:
+        values["export_outside"] = tuple(
+            Path(p) for p in check.str_list(entry["export_outside"], path + ("export_outside",),
+                                            "export_outside (folders the export may copy from)"))
     return Settings(**values)
 
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,8 @@ from cockpit.campaign.model import (
     ResumeCheck,
     Run,
     Stage,
+    export_roots,
+    exportable,
 )
 from cockpit.campaign.yamlread import KeyPath
 
@@ -225,3 +228,45 @@ def _acceptance_check(check: Checker, run: Run, entry: Mapping[str, Any],
         check.err(where, f"run {run.id!r} checks that its checkpoint reloads but names "
                          "no checkpoints folder")
     return None if len(check.problems) > before else CheckpointCheck()
+
+
+# Every path a run names whose files go into the export, by its key in ``runs.ID``.
+PAYLOAD_KEYS = ("params", "metrics", "predictions", "expected_ids", "outputs", "checkpoints")
+
+
+def check_payload_paths(check: Checker, raw_runs: Any, runs: Mapping[str, Run],
+                        outside: tuple[Path, ...], folder: Path) -> None:
+    """One rule for every payload path: inside the campaign folder (symlinks resolved)
+    or under ``settings.export_outside``. A path that the export could never copy is an
+    error here, located at the path itself, rather than a surprise at the export."""
+    roots = export_roots(folder, outside)
+    for run_id, run in runs.items():
+        raw = raw_runs.get(run_id) if isinstance(raw_runs, dict) else None
+        if not isinstance(raw, dict):
+            continue  # a run only named by a stage: it has no paths
+        for key, index, path in _payload_paths(run, raw):
+            full = path if path.is_absolute() else folder / path
+            if exportable(full, roots):
+                continue
+            where: KeyPath = ("runs", run_id, key) + (() if index is None else (index,))
+            real = Path(os.path.realpath(full))
+            via = f" (a symlink to {real})" if str(real) != os.path.normpath(full) else ""
+            check.err(where, f"{key} path {str(path)!r}{via} is outside the campaign folder "
+                             f"{folder}: the export never copies it; keep it inside the folder "
+                             "or list its folder under settings.export_outside")
+
+
+def _payload_paths(run: Run, raw: dict[str, Any]) -> list[tuple[str, int | None, Path]]:
+    found: list[tuple[str, int | None, Path]] = []
+    singles = {"params": run.params_file, "predictions": run.predictions,
+               "expected_ids": run.expected_ids, "checkpoints": run.checkpoints}
+    for key in PAYLOAD_KEYS:
+        if key in ("metrics", "outputs"):
+            paths = run.metrics if key == "metrics" else run.outputs
+            listed = isinstance(raw.get(key), list)
+            found += [(key, i if listed else None, p) for i, p in enumerate(paths)]
+        else:
+            single = singles[key]
+            if single is not None:
+                found.append((key, None, single))
+    return found

@@ -6,8 +6,11 @@ Each handler takes the argparse namespace and returns an exit code; bad input ra
 :class:`cockpit.errors.InputError` (the CLI prints it and exits 2). ``budget`` only
 reads: it never creates or writes anything. ``export`` writes under the campaign's
 ``.cockpit/export/`` (or ``--out``) and journals ``export_done``; it exits 0 when the
-export verified, 1 when it was written but a check failed. ``verify-export`` exits 0
-only when every check passes.
+export verified, 1 when it was written but a check failed (a failed export never
+replaces a verified one: it is kept beside it, and the command says which is current).
+``verify-export`` exits 0 only when every check passes. A bag is data: ``verify-export``
+runs no command and allows no unsafe unpickling that the bag asks for unless
+``--trust-commands`` is given.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ def add_close_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--no-reload", action="store_true",
                    help="skip reloading the artifacts in a fresh process")
+    p.add_argument("--trust-commands", action="store_true",
+                   help="run the custom reload commands and allow the unsafe unpickling that "
+                        "the bag's reload.json asks for (a bag is data: never by default)")
     p.set_defaults(handler=cmd_verify_export)
 
     p = sub.add_parser("next", help="a calibrated copy of the plan for the next campaign")
@@ -111,7 +117,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             "verified": result.verified, "fetch": result.fetch_commands,
             "verify": result.verify.to_dict() if result.verify else None,
             "skipped": result.skipped, "warnings": result.warnings,
-            "timings": result.timings}, indent=2))
+            "timings": result.timings, "current": result.current,
+            "kept_failed": str(result.kept_failed) if result.kept_failed else None,
+            "current_bag": str(result.current_bag or result.bag_dir)}, indent=2))
     else:
         print(result.summary())
     return 0 if result.verified else 1
@@ -129,7 +137,8 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
     if not bags:
         raise InputError(f"verify-export: {args.dir}: not an export (no bagit.txt in it or "
                          "in a folder inside it)")
-    report = verify_export(folder, reload=not args.no_reload)
+    report = verify_export(folder, reload=not args.no_reload,
+                           trust_commands=args.trust_commands)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -22,6 +22,12 @@ aside only at that moment and removed after, so a kill -9 or a full disk never l
 a complete-looking bad export and never damages the previous one (a previous export
 left aside by a kill between the two renames is put back by the next export).
 
+A new export replaces the previous one only when it verifies: an export that is
+written but fails verification while the root holds a verified one is renamed beside
+it as ``<root>.failed-<time>/`` for inspection (its FETCH.txt says so), and the
+verified export stays current. Without a verified export to keep, the failed one
+becomes the root as before (there is nothing better to fetch).
+
 The parts it puts together: ``payload`` (files under data/, each run's status),
 ``hashing`` (copy + sha256 in one read), ``reload_recipe`` (reload.json, RELOAD.md),
 ``bagit_files`` (tag files, tar, fetch commands) and ``root_swap`` (the atomic rename).
@@ -55,7 +61,15 @@ from cockpit.export.hashing import HashCache
 from cockpit.export.payload import Payload, existing_metric_files, run_status
 from cockpit.export.reload_recipe import installed_packages, reload_entry, reload_md
 from cockpit.export.report_md import render_report, timeline_svg
-from cockpit.export.root_swap import ROOT_FORMAT, is_export_root, recover, swap_in
+from cockpit.export.root_swap import (
+    ROOT_FORMAT,
+    holds_verified,
+    is_export_root,
+    keep_failed,
+    recover,
+    root_info,
+    swap_in,
+)
 from cockpit.export.verifier import VerifyExportReport, verify_export
 from cockpit.fsutil import fsync_dir
 from cockpit.journal import Journal, format_time
@@ -90,6 +104,16 @@ class ExportResult:
     skipped: list[dict[str, str]] = field(default_factory=list)
     event: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # Set when this export failed verification and was kept beside the verified one,
+    # which stays current (its bag folder and tar sha256).
+    kept_failed: Path | None = None
+    current_bag: Path | None = None
+    current_sha256: str | None = None
+
+    @property
+    def current(self) -> bool:
+        """Whether this export is now the one the export root holds."""
+        return self.kept_failed is None
 
     def summary(self) -> str:
         lines = [f"export written: {self.bag_dir}",
@@ -104,6 +128,13 @@ class ExportResult:
             lines.append(f"  warning: {warning}")
         if self.verify is not None:
             lines.append(self.verify.render(indent="  "))
+        if self.kept_failed is not None:
+            lines.append(f"  this export failed verification: kept for inspection in "
+                         f"{self.kept_failed}; it did not replace the verified export")
+            lines.append(f"  current export (verified): {self.current_bag}"
+                         + (f" (tar sha256 {self.current_sha256})" if self.current_sha256
+                            else ""))
+            return "\n".join(lines)
         if self.fetch_commands:
             lines.append("  fetch it (from your own machine):")
             lines.extend(f"    {c}" for c in self.fetch_commands)
@@ -174,17 +205,49 @@ def export_campaign(
                                   "nothing was replaced; free some space and export again") \
                     from None
             raise
-        swap_in(tmp_root, root, step)
+        if not result.verified and holds_verified(root):
+            # Never replace a verified export with one that failed: keep it beside.
+            result = _kept_beside(result, keep_failed(tmp_root, root, now), root, campaign)
+            step("kept_failed")
+        else:
+            swap_in(tmp_root, root, step)
     finally:
         os.close(lock_fd)
     if journal:
+        extra: dict[str, Any] = {}
+        if result.kept_failed is not None:
+            extra = {"kept_failed": str(result.kept_failed), "current": str(result.current_bag)}
         result.event = log.append(
             "export_done", now=now, path=str(result.bag_dir), root=str(root),
             size=result.size_bytes, tar=str(result.tar_path) if result.tar_path else None,
             sha256=result.tar_sha256, verified=result.verified, artifacts=artifacts,
             reload_checked=verify_reload,
-            failures=list(result.verify.failures) if result.verify else [])
+            failures=list(result.verify.failures) if result.verify else [], **extra)
     step("done")
+    return result
+
+
+def _kept_beside(result: ExportResult, kept: Path, root: Path,
+                 campaign: Campaign) -> ExportResult:
+    """The result of an export kept beside the root after failing verification: its
+    paths point into ``kept``; its FETCH.txt and export.json say it is not current."""
+    info = root_info(root) or {}
+    current_bag = root / str(info.get("bag") or campaign.id)
+    sha = info.get("tar_sha256") if isinstance(info.get("tar_sha256"), str) else None
+    (kept / "FETCH.txt").write_text(
+        f"# This export of campaign {campaign.id} FAILED verification and is kept only for "
+        f"inspection. The current, verified export is {current_bag}: fetch that one (see "
+        f"{root / 'FETCH.txt'}).\n")
+    meta = root_info(kept) or {}
+    meta.update(current=False, current_export=str(root))
+    (kept / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
+    fsync_dir(kept)
+    result.kept_failed = kept
+    result.bag_dir = kept / campaign.id
+    result.tar_path = kept / result.tar_path.name if result.tar_path is not None else None
+    result.fetch_commands = []
+    result.current_bag = current_bag
+    result.current_sha256 = sha
     return result
 
 
@@ -195,7 +258,8 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     t0 = time.monotonic()
     bag = tmp_root / campaign.id
     cache = HashCache(campaign.state_dir / "export-hash-cache.json")
-    excluded = [campaign.state_dir, root, *root.parent.glob(f".{root.name}.*")]
+    excluded = [campaign.state_dir, root, *root.parent.glob(f".{root.name}.*"),
+                *root.parent.glob(f"{root.name}.failed-*")]
     payload = Payload(bag, campaign, excluded, cache, link)
     warnings: list[str] = []
 
@@ -268,6 +332,9 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         for i, art in enumerate(chosen):
             added = payload.add_path(f"{base}/artifacts/{art.path.name}", art.path, artifact=True)
             if not added:
+                if status == "accepted" and i == 0:
+                    warnings.append(f"run {run_id} is accepted but its checkpoint {art.path} "
+                                    "was not exported (see not exported)")
                 continue
             rel = added[0].path if art.path.is_file() else \
                 f"data/{base}/artifacts/{art.path.name}"
@@ -288,6 +355,10 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
             "verdict": rs.verdict if rs else None,
             "verdict_reason": rs.verdict_reason if rs else None,
             "base_model": run.base_model, "base_revision": run.base_revision,
+            # Verified means every accepted result is in the bag: an accepted run with
+            # checkpoints must have its artifact here (unless --artifacts none).
+            "artifact_expected": status == "accepted" and run.checkpoints is not None
+            and artifacts != "none",
             "files": files,
         }
     step("runs_written")
@@ -349,8 +420,10 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
                                            "tagmanifest-sha256.txt"))
 
     t1 = time.monotonic()
+    # The recipes just written from the campaign file are the trusted ones: the check of
+    # the bag we wrote runs the campaign's own verify_command, never one read back.
     report = verify_export(bag, reload=verify_reload, verifier=verifier,
-                           campaign_folder=campaign.folder)
+                           campaign_folder=campaign.folder, trusted=reload_entries)
     timings["verify_s"] = round(time.monotonic() - t1, 4)
     step("verified")
 

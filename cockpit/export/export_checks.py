@@ -27,6 +27,9 @@ ACCOUNTED = ("accepted", "stopped", "dropped", "not_run", "rejected", "failed", 
 MOVING_REFS = ("", "main", "master", "head", "latest", "none", "null")
 
 
+TRUST_HINT = "rerun with --trust-commands to run it"
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
@@ -34,6 +37,34 @@ class Check:
     failures: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     detail: str = ""
+    # What the bag asked for and verify-export did not do (a bag is data): custom
+    # commands not run, unsafe unpickling not honoured.
+    refused: tuple[str, ...] = ()
+
+
+def bag_member(bag: Path, rel: Any) -> Path | None:
+    """``bag/rel`` when ``rel`` (read from the bag) names a file or folder inside the bag
+    with no symbolic link on the way; None for anything that would leave it."""
+    if not isinstance(rel, str) or not rel or os.path.isabs(rel) or "\0" in rel:
+        return None
+    root = os.path.realpath(bag)
+    target = os.path.realpath(os.path.join(root, rel))
+    if not target.startswith(root + os.sep):
+        return None
+    if os.path.normpath(os.path.join(root, rel)) != target:
+        return None  # a symbolic link on the way, even one that stays inside
+    path = Path(target)
+    if path.is_dir() and _links_in(path):
+        return None
+    return path
+
+
+def _links_in(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        here = Path(dirpath)
+        found += [here / n for n in (*dirnames, *filenames) if (here / n).is_symlink()]
+    return found
 
 
 def bag_valid(bag: Path) -> Check:
@@ -50,6 +81,12 @@ def bag_valid(bag: Path) -> Check:
         return Check("bag valid", False, tuple(problems[:50]))
     except bagit.BagError as exc:
         return Check("bag valid", False, (f"not a valid bag: {exc}",))
+    # An export holds files only (hard links at most): a symbolic link is planted, and
+    # the hashes above were taken through it, from wherever it points.
+    links = [f"{p.relative_to(bag).as_posix()} is a symbolic link (to {os.readlink(p)}): "
+             "an export holds files, not links; not followed" for p in _links_in(bag)]
+    if links:
+        return Check("bag valid", False, tuple(links[:50]))
     return Check("bag valid", True, detail="every hash matches (BagIt, sha256)")
 
 
@@ -66,8 +103,10 @@ def _manifest_problems(bag: Path) -> list[str]:
         digest, _, rel = line.partition("  ")
         rel = rel.replace("%0D", "\r").replace("%0A", "\n")
         listed.add(rel)
-        target = bag / rel
-        if not target.is_file():
+        target = bag_member(bag, rel)
+        if target is None:
+            problems.append(f"{rel!r} is listed in the manifest but is not a file of the bag")
+        elif not target.is_file():
             problems.append(f"{rel} is listed in the manifest but missing")
         elif sha256_file(target) != digest:
             problems.append(f"{rel}: sha256 does not match the manifest (changed after export)")
@@ -101,8 +140,8 @@ def _journal_verdicts(bag: Path) -> dict[str, str]:
 
 
 def _plan_runs(bag: Path, manifest: dict[str, Any]) -> tuple[list[str], str | None]:
-    plan_rel = (manifest.get("plan") or {}).get("path")
-    plan = bag / plan_rel if plan_rel else None
+    plan_info = manifest.get("plan")
+    plan = bag_member(bag, plan_info.get("path")) if isinstance(plan_info, dict) else None
     if plan is None or not plan.is_file():
         candidates = sorted((bag / "data" / "plan").glob("*.y*ml")) \
             if (bag / "data" / "plan").is_dir() else []
@@ -178,8 +217,13 @@ def expected_ids(bag: Path, manifest: dict[str, Any]) -> Check:
         if not expected_rel:
             continue
         checked += 1
+        expected_path = bag_member(bag, expected_rel)
+        if expected_path is None:
+            failures.append(f"run {run_id}: the expected ids file {expected_rel!r} is not a "
+                            "file of the bag: not read")
+            continue
         try:
-            expected = read_expected_ids(bag / expected_rel)
+            expected = read_expected_ids(expected_path)
         except OSError:
             failures.append(f"run {run_id}: the expected ids file {expected_rel} is missing")
             continue
@@ -189,8 +233,13 @@ def expected_ids(bag: Path, manifest: dict[str, Any]) -> Check:
                             f"{'no' if not preds else 'several'} predictions file(s) in the "
                             "export")
             continue
+        pred_path = bag_member(bag, preds[0])
+        if pred_path is None:
+            failures.append(f"run {run_id}: the predictions file {preds[0]!r} is not a file "
+                            "of the bag: not read")
+            continue
         try:
-            found = read_prediction_ids(bag / preds[0])
+            found = read_prediction_ids(pred_path)
         except (OSError, ValueError) as exc:
             failures.append(f"run {run_id}: predictions unreadable: {exc}")
             continue
@@ -206,7 +255,8 @@ def payload_files(bag: Path) -> list[Path]:
         return []
     out = []
     for dirpath, _dirs, files in os.walk(data):
-        out += [Path(dirpath) / f for f in files]
+        # A symbolic link is never read through (bag valid names it).
+        out += [Path(dirpath) / f for f in files if not (Path(dirpath) / f).is_symlink()]
     return sorted(out)
 
 
@@ -240,32 +290,94 @@ def adapters_pinned(manifest: dict[str, Any], entries: list[dict[str, Any]]) -> 
 
 
 def artifacts_reload(bag: Path, manifest: dict[str, Any], entries: list[dict[str, Any]],
-                      reload: bool, verifier: Callable[..., Any]) -> Check:
+                      reload: bool, verifier: Callable[..., Any], *,
+                      trust_commands: bool = False,
+                      trusted: list[dict[str, Any]] | None = None) -> Check:
+    """Each accepted artifact reloads in a fresh process, from inside the bag.
+
+    A bag is data: what its ``reload.json`` asks for (a custom ``verify_command``,
+    ``allow_unsafe_pickle``) is reported and not done; the artifact is reloaded by the
+    built-in worker with ``weights_only``. ``trust_commands`` (the ``--trust-commands``
+    flag) honours the bag's requests; ``trusted`` are the recipes the export itself just
+    wrote from the campaign file, used in place of the bag's (the export's own check).
+    """
     name = "artifacts reload"
-    chosen = [e for e in entries if e.get("chosen_for_result")]
+    chosen = [e for e in entries if isinstance(e, dict) and e.get("chosen_for_result")]
     warnings: list[str] = []
-    for run_id, entry in (manifest.get("runs") or {}).items():
-        if isinstance(entry, dict) and entry.get("status") == "accepted" \
-                and not any(e.get("run") == run_id for e in chosen):
-            warnings.append(f"accepted run {run_id} has no artifact in this export")
-    if not reload:
-        return Check(name, True, (), tuple(warnings),
-                     f"skipped (--no-reload): {len(chosen)} artifact(s) not reloaded")
     failures: list[str] = []
-    for e in chosen:
-        target = bag / str(e.get("path"))
-        if not target.exists():
-            failures.append(f"{e.get('path')} (run {e.get('run')}) is not in the bag")
+    runs = manifest.get("runs")
+    for run_id, entry in (runs.items() if isinstance(runs, dict) else ()):
+        if not isinstance(entry, dict) or entry.get("status") != "accepted":
             continue
-        if e.get("verify_command"):
-            result = run_verify_command(list(e["verify_command"]), target, 600)
+        mine = [e for e in chosen if e.get("run") == run_id]
+        if not mine:
+            words = f"accepted run {run_id} has no artifact in this export"
+            if entry.get("artifact_expected"):  # verified means every accepted result
+                failures.append(f"{words}: its result is not in the bag (see the export's "
+                                "'not exported' and warnings)")
+            else:
+                warnings.append(words)
+        elif not any((p := bag_member(bag, e.get("path"))) is not None and p.exists()
+                     for e in mine):
+            failures.append(f"accepted run {run_id}: its artifact "
+                            f"{mine[0].get('path')!r} is not in the bag")
+    if not reload:
+        return Check(name, not failures, tuple(failures), tuple(warnings),
+                     f"skipped (--no-reload): {len(chosen)} artifact(s) not reloaded")
+    refused: list[str] = []
+    for e in chosen:
+        rel, run = e.get("path"), e.get("run")
+        target = bag_member(bag, rel)
+        if target is None:
+            failures.append(f"{rel!r} (run {run}) is not a file or folder of the bag: "
+                            "not loaded")
+            continue
+        if not target.exists():
+            failures.append(f"{rel} (run {run}) is not in the bag")
+            continue
+        command, unsafe, notes = _recipe(e, trust_commands, trusted)
+        refused += notes
+        if command:
+            result = run_verify_command(command, target, 600)
         else:
-            result = verifier(target, str(e.get("kind", "train")),
-                              allow_unsafe=bool(e.get("allow_unsafe_pickle")),
-                              base_model=e.get("base_model"),
-                              base_revision=e.get("base_revision"))
+            base_model, base_revision = e.get("base_model"), e.get("base_revision")
+            result = verifier(target, str(e.get("kind", "train")), allow_unsafe=unsafe,
+                              base_model=base_model if isinstance(base_model, str) else None,
+                              base_revision=base_revision
+                              if isinstance(base_revision, str) else None)
         if not result.ok:
-            failures.append(f"{e.get('path')} (run {e.get('run')}) does not reload in a fresh "
-                            "process: " + "; ".join(result.problems or ("unknown error",)))
+            hint = " (the bag asks for more than the built-in reload: rerun with " \
+                "--trust-commands to allow it)" if notes else ""
+            failures.append(f"{rel} (run {run}) does not reload in a fresh process: "
+                            + "; ".join(result.problems or ("unknown error",)) + hint)
     detail = f"{len(chosen)} accepted artifact(s) reloaded in a fresh process"
-    return Check(name, not failures, tuple(failures), tuple(warnings), detail)
+    return Check(name, not failures, tuple(failures), tuple(warnings), detail, tuple(refused))
+
+
+def _recipe(entry: dict[str, Any], trust_commands: bool,
+            trusted: list[dict[str, Any]] | None) -> tuple[list[str] | None, bool, list[str]]:
+    """(custom command to run, unsafe unpickling allowed, what was refused) for one
+    artifact of the bag."""
+    run, rel = entry.get("run"), entry.get("path")
+    if trusted is not None:  # the export's own check: the campaign file's recipes
+        mine = next((t for t in trusted if t.get("path") == rel and t.get("run") == run), {})
+        command = mine.get("verify_command")
+        return (list(command) if command else None,
+                bool(mine.get("allow_unsafe_pickle")), [])
+    command = entry.get("verify_command")
+    unsafe = entry.get("allow_unsafe_pickle") is True
+    notes: list[str] = []
+    argv: list[str] | None = None
+    if command:
+        words = [str(w) for w in command] if isinstance(command, list) else [str(command)]
+        if trust_commands:
+            argv = words
+        else:
+            notes.append(f"run {run}: this bag asks for a custom reload command "
+                         f"({' '.join(words)[:200]}): not run; {TRUST_HINT} "
+                         "(the built-in reload with weights_only was run instead)")
+    if unsafe and not trust_commands:
+        notes.append(f"run {run}: this bag asks to load {rel} with unsafe unpickling "
+                     "(allow_unsafe_pickle): not honoured, loaded with weights_only; "
+                     "rerun with --trust-commands to allow it")
+    return argv, unsafe and trust_commands, notes

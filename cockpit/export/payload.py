@@ -1,7 +1,9 @@
 """The export's payload: files written under ``<bag>/data``, and each run's status.
 
 This module owns ``Payload`` (adding bytes, files and folders, each hashed exactly once,
-large artifacts hard-linked when they can be, symlinks out of the campaign refused),
+large artifacts hard-linked when they can be; one rule for every source path: symlinks
+resolved, it lies in the campaign folder or under ``settings.export_outside``, else it
+is skipped and named),
 the ``FileEntry`` it records per file, and ``run_status``: the one status every run of
 the plan ends up in for the export (accepted, stopped, dropped, ...).
 """
@@ -14,7 +16,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.campaign.model import Campaign
+from cockpit.campaign.model import Campaign, exportable
 from cockpit.export.hashing import HashCache, copy_hashed, hash_file
 from cockpit.state import FAILED, NOT_STARTED, RUNNING, STOPPED, SUCCEEDED, CampaignState
 
@@ -44,6 +46,7 @@ class Payload:
         self.data = bag / "data"
         self.campaign = campaign
         self.root = campaign.folder.resolve()
+        self.roots = campaign.export_roots()
         self.excluded = [os.path.abspath(p) for p in excluded]
         self.cache = cache
         self.link = link
@@ -84,15 +87,26 @@ class Payload:
     def skip(self, src: Path | str, reason: str) -> None:
         self.skipped.append({"source": self.source_label(Path(src)), "reason": reason})
 
+    def allowed(self, path: Path) -> bool:
+        """The one rule for every payload path (``Campaign.export_roots``)."""
+        return exportable(path, self.roots)
+
     def safe_source(self, src: Path) -> Path | None:
-        """The real path to read, or None (skipped) for a symlink out of the campaign."""
+        """The real path to read, or None (skipped, with the reason) for one outside the
+        campaign folder and the ``export_outside`` folders, symlinks resolved."""
         if not os.path.lexists(src):
             return None
         real = src.resolve()
-        if inside(src, self.campaign.folder) and not inside(real, self.root):
-            self.skip(src, f"a symlink pointing outside the campaign ({real}): not followed")
+        if not self.allowed(real):
+            self.skip(src, self.outside_reason(src, real))
             return None
         return real
+
+    def outside_reason(self, src: Path, real: Path) -> str:
+        link = os.path.islink(src) or os.path.normpath(os.path.abspath(src)) != str(real)
+        what = f"a symlink pointing outside the campaign ({real})" if link else \
+            "outside the campaign folder"
+        return f"{what}: not exported (list its folder under settings.export_outside)"
 
     def add_file(self, rel: str, src: Path, *, artifact: bool = False) -> FileEntry | None:
         real = self.safe_source(src)
@@ -154,9 +168,8 @@ class Payload:
                     continue
                 if full.is_symlink():
                     target = full.resolve()
-                    if not (inside(target, self.root) or inside(target, real)):
-                        self.skip(full, f"a symlink pointing outside the campaign ({target}): "
-                                        "not followed")
+                    if not self.allowed(target):
+                        self.skip(full, self.outside_reason(full, target))
                         continue
                 inner = (Path(rel) / here.relative_to(real) / name).as_posix()
                 entry = self.add_file(inner, full, artifact=artifact)

@@ -2,7 +2,9 @@
 
 This module owns what makes an export all-or-nothing on disk: recognising an export
 root (``export.json``), putting back a previous export that a kill left aside, removing
-leftovers of interrupted exports, and the two renames that swap the new root in.
+leftovers of interrupted exports, the two renames that swap the new root in, and
+keeping a failed export beside a verified one (``<root>.failed-<time>``) instead of
+replacing it: a new export replaces the previous one only when it verifies.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import os
 import secrets
 import shutil
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from cockpit.fsutil import fsync_dir
 
@@ -53,3 +57,37 @@ def swap_in(tmp_root: Path, root: Path, progress: Callable[[str], None]) -> None
     progress("renamed")
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def root_info(root: Path) -> dict[str, Any] | None:
+    """The export root's ``export.json``, or None when there is none to read."""
+    try:
+        data = json.loads((root / "export.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == ROOT_FORMAT else None
+
+
+def holds_verified(root: Path) -> bool:
+    info = root_info(root)
+    return info is not None and info.get("verified") is True
+
+
+def failed_name(root: Path, now: datetime) -> Path:
+    """``<root>.failed-<UTC time>`` beside the root (``-2``, ``-3`` ... when taken)."""
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    candidate = root.with_name(f"{root.name}.failed-{stamp}")
+    n = 2
+    while os.path.lexists(candidate):
+        candidate = root.with_name(f"{root.name}.failed-{stamp}-{n}")
+        n += 1
+    return candidate
+
+
+def keep_failed(tmp_root: Path, root: Path, now: datetime) -> Path:
+    """Rename a written export that failed verification beside the root, for inspection;
+    the root (the verified export) is not touched."""
+    target = failed_name(root, now)
+    os.rename(tmp_root, target)
+    fsync_dir(root.parent)
+    return target

@@ -15,6 +15,12 @@ This module owns ``verify_export(bag_dir)``, run at the end of every export and 
 - artifacts reload: each accepted artifact, as copied into the bag, reloads in a
   fresh process.
 
+A bag is data: nothing read from it is executed or unpickled because it says so. Paths
+it names are followed only to files of the bag (no symbolic link, nothing outside);
+its ``reload.json`` commands and ``allow_unsafe_pickle`` flags are reported as refused,
+and the artifacts are reloaded by the built-in worker with ``weights_only`` instead;
+``trust_commands=True`` (``verify-export --trust-commands``) honours them.
+
 The checks themselves live in ``export_checks`` (and ``temp_paths`` for the temporary
 paths); this module runs them in order and holds the report.
 """
@@ -63,14 +69,21 @@ class VerifyExportReport:
     def warnings(self) -> list[str]:
         return [f"{c.name}: {w}" for c in self.checks for w in c.warnings]
 
+    @property
+    def refused(self) -> list[str]:
+        """What the bag asked for and was not done (a bag is data)."""
+        return [r for c in self.checks for r in c.refused]
+
     def check(self, name: str) -> Check:
         return next(c for c in self.checks if c.name == name)
 
     def to_dict(self) -> dict[str, Any]:
         return {"bag": self.bag, "ok": self.ok, "reload_checked": self.reload_checked,
                 "failures": self.failures, "warnings": self.warnings,
+                "refused": self.refused,
                 "checks": [{"name": c.name, "ok": c.ok, "failures": list(c.failures),
-                            "warnings": list(c.warnings), "detail": c.detail}
+                            "warnings": list(c.warnings), "refused": list(c.refused),
+                            "detail": c.detail}
                            for c in self.checks]}
 
     def render(self, indent: str = "") -> str:
@@ -80,6 +93,7 @@ class VerifyExportReport:
             mark = "ok  " if c.ok else "FAIL"
             lines.append(f"{indent}  [{mark}] {c.name}" + (f" — {c.detail}" if c.detail else ""))
             lines += [f"{indent}         {f}" for f in c.failures]
+            lines += [f"{indent}         refused: {r}" for r in c.refused]
             lines += [f"{indent}         warning: {w}" for w in c.warnings[:10]]
             if len(c.warnings) > 10:
                 lines.append(f"{indent}         ... and {len(c.warnings) - 10} more warnings")
@@ -104,8 +118,15 @@ def find_bag(path: Path) -> Path:
 
 def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
                   verifier: Callable[..., Any] = verify_checkpoint,
-                  campaign_folder: str | os.PathLike[str] | None = None) -> VerifyExportReport:
-    """Check an export; ``report.ok`` only when every check passes."""
+                  campaign_folder: str | os.PathLike[str] | None = None,
+                  trust_commands: bool = False,
+                  trusted: list[dict[str, Any]] | None = None) -> VerifyExportReport:
+    """Check an export; ``report.ok`` only when every check passes.
+
+    ``trust_commands``: run the custom reload commands and honour the unsafe-unpickling
+    flags that the bag's ``reload.json`` asks for (never by default). ``trusted``: the
+    reload recipes the export just wrote from the campaign file, used in place of the
+    bag's (the export's own verification)."""
     bag = find_bag(Path(bag_dir).resolve())
     report = VerifyExportReport(str(bag), reload_checked=reload)
     data = bag / "data"
@@ -123,8 +144,10 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
     folder = campaign_folder or manifest.get("campaign_folder")
     report.checks.append(no_temp_paths(bag, Path(folder) if folder else None))
     entries = reload_doc.get("artifacts", []) if isinstance(reload_doc, dict) else []
+    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
     report.checks.append(adapters_pinned(manifest, entries))
-    report.checks.append(artifacts_reload(bag, manifest, entries, reload, verifier))
+    report.checks.append(artifacts_reload(bag, manifest, entries, reload, verifier,
+                                          trust_commands=trust_commands, trusted=trusted))
     return report
 
 

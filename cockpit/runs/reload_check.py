@@ -110,10 +110,11 @@ def verify_checkpoint(
     argv = [python, "-m", "cockpit.runs.reload_worker", target, "--kind", kind]
     if allow_unsafe:
         argv.append("--allow-unsafe")
+    # One word each (--opt=value): a value that starts with "-" is never read as a flag.
     if base_model:
-        argv += ["--base-model", base_model]
+        argv.append(f"--base-model={base_model}")
     if base_revision:
-        argv += ["--base-revision", base_revision]
+        argv.append(f"--base-revision={base_revision}")
     # The training environment's python may not have the cockpit installed: put this
     # package's folder first on its path (the worker needs only the standard library).
     package_root = str(Path(cockpit.__file__).resolve().parent.parent)
@@ -123,7 +124,10 @@ def verify_checkpoint(
     )
     env.pop("COCKPIT_REPORT", None)  # a verification is not a run
     started = time.monotonic()
-    outcome = _run(argv, timeout, cwd=None, env=env)
+    # ``python -m`` puts its working folder first on the module path: run it from the
+    # cockpit's own folder, never from wherever the caller stands (a bag, a checkpoint
+    # folder), so that no torch.py lying there is imported in place of the real one.
+    outcome = _run(argv, timeout, cwd=package_root, env=env)
     wall = round(time.monotonic() - started, 6)
     if outcome.timed_out:
         return VerifyReport(False, kind, target, error=f"timed out after {_secs(timeout)}",

@@ -169,37 +169,100 @@ def check_optimizer(optimizer: Any, ctx: Ctx) -> None:
                  "momentum/Adam moments restart from zero")
 
 
+# Bits per element of each dtype the safetensors format names (safetensors >= 0.6 spelling).
+SAFETENSORS_DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32, "C64": 64,
+    "I64": 64, "U64": 64, "F64": 64,
+    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+}
+SAFETENSORS_HEADER_LIMIT = 100_000_000  # what the safetensors library accepts
+
+
 def check_safetensors(path: Path) -> None:
-    """Header parse and size check (8-byte little-endian length, JSON, then the data)."""
+    """The whole layout against the file, as the safetensors library checks it: an
+    8-byte little-endian header length, a JSON object of tensors (known dtype, shape of
+    non-negative whole numbers, ``data_offsets`` [begin, end] within the data section,
+    sized shape x dtype), tensors sorted and contiguous from 0 to the end of the file.
+    Standard library only (the worker must start without heavy imports)."""
     size = path.stat().st_size
+    name = path.name
     with path.open("rb") as stream:
         head = stream.read(8)
         if len(head) < 8:
-            raise Broken(f"truncated safetensors file: {path.name} is {size} bytes")
+            raise Broken(f"truncated safetensors file: {name} is {size} bytes")
         (length,) = struct.unpack("<Q", head)
-        if length > size - 8 or length > 100_000_000:
+        if length > size - 8 or length > SAFETENSORS_HEADER_LIMIT:
             raise Broken(f"truncated or corrupt safetensors file: header of {length} bytes "
-                          f"in a file of {size} bytes ({path.name})")
+                          f"in a file of {size} bytes ({name})")
         try:
             header = json.loads(stream.read(length))
-        except ValueError as exc:
-            raise Broken(f"corrupt safetensors header in {path.name}: {shorten(exc)}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise Broken(f"corrupt safetensors header in {name}: {shorten(exc)}") from exc
+        if not isinstance(header, dict):
+            raise Broken(f"corrupt safetensors header in {name}: not a JSON object")
+        data_size = size - 8 - length
+        spans = sorted((_tensor_span(name, key, info), key) for key, info in header.items()
+                       if key != "__metadata__")
+        _check_metadata(name, header.get("__metadata__"))
         end = 0
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            try:
-                start, stop = info["data_offsets"]
-            except (KeyError, TypeError, ValueError) as exc:
-                raise Broken(f"corrupt safetensors header in {path.name}: {name}") from exc
-            end = max(end, int(stop))
-        expected = 8 + length + end
-        if size < expected:
-            raise Broken(f"truncated safetensors file: {path.name} is {size} bytes, its "
-                          f"header needs {expected} (cut short in writing or transfer?)")
+        for (begin, stop), key in spans:
+            if begin != end:
+                what = "overlaps the one before it" if begin < end else \
+                    f"leaves a gap of {begin - end} bytes before it"
+                raise Broken(f"corrupt safetensors header in {name}: tensor {key!r} at "
+                              f"bytes {begin}-{stop} {what} (offsets must be contiguous)")
+            end = stop
+        if end > data_size:
+            raise Broken(f"truncated safetensors file: {name} is {size} bytes, its header "
+                          f"needs {8 + length + end} (cut short in writing or transfer?)")
+        if end < data_size:
+            raise Broken(f"corrupt safetensors file: {name} has {data_size - end} bytes after "
+                          "its last tensor that no tensor of the header covers")
         # Read the data through once: the restore cost is part of the answer (D17).
         while stream.read(1 << 24):
             pass
+
+
+def _tensor_span(name: str, key: str, info: Any) -> tuple[int, int]:
+    """(begin, end) of one tensor, after checking its dtype, shape and offsets agree."""
+    where = f"corrupt safetensors header in {name}: tensor {key!r}"
+    if not isinstance(info, dict):
+        raise Broken(f"{where} is not described by a mapping")
+    dtype = info.get("dtype")
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BITS:
+        raise Broken(f"{where} has an unknown dtype {dtype!r}")
+    shape = info.get("shape")
+    if not isinstance(shape, list) or not all(_whole(d) and d >= 0 for d in shape):
+        raise Broken(f"{where} has shape {shape!r}: a list of whole numbers >= 0 is needed")
+    offsets = info.get("data_offsets")
+    if not isinstance(offsets, list) or len(offsets) != 2 \
+            or not all(_whole(o) and o >= 0 for o in offsets):
+        raise Broken(f"{where} has data_offsets {offsets!r}: [begin, end] in bytes is needed")
+    begin, stop = offsets
+    if stop < begin:
+        raise Broken(f"{where} has inverted data_offsets [{begin}, {stop}]")
+    count = 1
+    for d in shape:
+        count *= d
+    bits = count * SAFETENSORS_DTYPE_BITS[dtype]
+    if bits % 8 or bits // 8 != stop - begin:
+        raise Broken(f"{where}: shape {shape} of {dtype} needs {bits / 8:g} bytes, its "
+                      f"data_offsets [{begin}, {stop}] hold {stop - begin}")
+    return begin, stop
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_metadata(name: str, metadata: Any) -> None:
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise Broken(f"corrupt safetensors header in {name}: __metadata__ must map texts "
+                      "to texts")
 
 
 def torch_load(path: Path, ctx: Ctx, *, numpy_ok: bool = False) -> Any:

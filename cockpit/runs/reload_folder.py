@@ -163,7 +163,13 @@ def _check_index(index: Path, ctx: Ctx) -> None:
         mapping = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise Broken(f"{index.name} unreadable: {shorten(exc)}") from exc
+    if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
+        raise Broken(f"{index.name} unreadable: weight_map must map names to shard files")
     shards = sorted(set(mapping.values()))
+    # A shard is a file beside the index: never a path that leaves the checkpoint folder.
+    astray = [s for s in shards if Path(s).name != s or s in (".", "..")]
+    if astray:
+        raise Broken(f"{index.name} names shards outside its folder: {', '.join(astray[:5])}")
     missing = [s for s in shards if not (index.parent / s).exists()]
     if missing:
         raise Broken(f"{index.name} names shards that are missing: {', '.join(missing[:5])}")
