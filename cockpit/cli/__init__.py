@@ -5,7 +5,7 @@ This module owns ``main`` (``cockpit = cockpit.cli:main``, ``python -m cockpit``
 the last line of defence: bad input of any kind becomes located lines on stderr and
 exit code 2, a bug exit code 70 with one line, never a traceback. The handlers live
 by what they do: :mod:`cockpit.cli.campaign_cmds` (check, plan, status, headless,
-tui, demo, init), :mod:`cockpit.cli.actions` (start, mark, stop, decide, accept, note,
+tui, demo, init), :mod:`cockpit.cli.actions` (start, mark, stop, decide, accept, reject, note,
 cost, verify) and :mod:`cockpit.cli.closing` (budget, export, verify-export).
 Commands that only read (check, plan, status, budget) write nothing.
 """
@@ -25,6 +25,7 @@ from cockpit.cli.actions import (
     cmd_decide,
     cmd_mark,
     cmd_note,
+    cmd_reject,
     cmd_start,
     cmd_stop,
     cmd_verify,
@@ -169,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--note", default=None)
     p.set_defaults(handler=cmd_accept)
 
+    p = sub.add_parser("reject", help="reject an ended run's result, with why (D15)")
+    p.add_argument("file")
+    p.add_argument("run")
+    p.add_argument("--note", required=True)
+    p.set_defaults(handler=cmd_reject)
+
     p = sub.add_parser("note", help="record an explanation on a stage (D24)")
     p.add_argument("file")
     p.add_argument("stage")
@@ -202,7 +209,8 @@ def _simulate(p: argparse.ArgumentParser) -> None:
 
 
 COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "init", "start", "mark",
-            "stop", "decide", "accept", "note", "cost", "budget", "export", "verify-export")
+            "stop", "decide", "accept", "reject", "note", "cost", "budget", "export",
+            "verify-export")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -86,6 +86,12 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 
 @acting
+def cmd_reject(args: argparse.Namespace) -> int:
+    _print_written(_engine(args, actor="cli").reject(args.run, args.note))
+    return EXIT_OK
+
+
+@acting
 def cmd_note(args: argparse.Namespace) -> int:
     _print_written(_engine(args, actor="cli").note(args.stage, args.text))
     return EXIT_OK

@@ -1,4 +1,4 @@
-"""What a person does: start, mark, stop, decide, accept, note, cost, verify, export.
+"""What a person does: start, mark, stop, decide, accept, reject, note, cost, verify, export.
 
 Each action checks what it may do against the journal folded under the journal
 lock (so two cockpits never act twice), then writes its events in the same
@@ -255,6 +255,24 @@ class Acting(Observing):
                 raise ActionRefused(f"run {run_id!r} has not run")
             return txn.append("result_accepted", now=now, run=run_id, reason=note or "accepted",
                               result=self.campaign.runs[run_id].result_id, actor=self.actor)
+
+    def reject(self, run_id: str, note: str, now: datetime | None = None) -> dict[str, Any]:
+        """A person's rejection of an ended run's result, with why (D15); it replaces an
+        earlier verdict, as ``accept`` does."""
+        now = now or self.clock.now()
+        if run_id not in self.campaign.runs:
+            raise InputError(f"{self.campaign.path}: no run {run_id!r}")
+        if not note.strip():
+            raise InputError("reject: --note is required: say why")
+        with self.journal.transaction() as txn:
+            run = fold(self.campaign, txn.events, now).runs[run_id]
+            if run.state == RUNNING:
+                raise ActionRefused(f"run {run_id!r} is still running: stop it first")
+            if run.state not in (SUCCEEDED, FAILED, STOPPED):
+                raise ActionRefused(f"run {run_id!r} has not run")
+            return txn.append("result_rejected", now=now, run=run_id, stage=run.stage,
+                              reason=note, result=self.campaign.runs[run_id].result_id,
+                              attempt=run.attempt, actor=self.actor)
 
     def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
         self._stage(stage_id)
