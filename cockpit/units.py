@@ -164,6 +164,8 @@ def format_rate(steps_per_s: float | None) -> str:
     """Throughput: ``3.4 step/s``; slow runs per minute or hour."""
     if steps_per_s is None or steps_per_s <= 0:
         return "-"
+    if steps_per_s >= 100:
+        return f"{steps_per_s:,.0f} step/s"
     if steps_per_s >= 0.1:
         return f"{steps_per_s:.3g} step/s"
     if steps_per_s * 60 >= 0.1:

@@ -178,7 +178,7 @@ class CockpitApp(App[int]):
         self.title = f"cockpit · {self.engine.campaign.id}"
         for wid, title in (("window", "window"), ("budget", "budget"), ("stages", "stages"),
                            ("runs", "runs & checkpoints"), ("rules", "stop rules"),
-                           ("now", "now: running · fired rules · verdicts due"),
+                           ("now", "now: running · fired rules"),
                            ("timeline", "timeline (T: full screen)"), ("events", "events")):
             self.query_one(f"#{wid}").border_title = title
         main = self.screen  # panels live on the first screen; dialogs stack above it

@@ -529,14 +529,14 @@ def now_lines(snap: Snapshot, levels: Levels) -> list[Text]:
         if s.state != "running":
             continue
         r = runs.get(s.run) if s.run else None
-        parts: list[tuple[str, str]] = [(tx.stage_state("running") + " ", levels["accent"]),
-                                        (s.id, "bold")]
+        parts: list[tuple[str, str]] = [("▶ ", levels["accent"]), (s.id, "bold")]
         if r is not None:
-            if r.id != s.id:
-                parts.append((f" · {r.id}", "bold"))
-            parts.append((f"  step {step_text(r)}", ""))
-            parts.append((f"  {loss_cell(r, 10, label=True)}" if r.key_metric
+            # Step and loss right after the stage: the line is cut from the right.
+            parts.append((f" {step_text(r)}", ""))
+            parts.append((f"  {loss_cell(r, 6, label=True)}" if r.key_metric
                           else "  no metrics yet", "bold"))
+            if r.id != s.id:
+                parts.append((f"  run {r.id}", ""))
             rate = rate_text(r)
             if rate:
                 parts.append((f"  {rate}", ""))
@@ -560,10 +560,6 @@ def now_lines(snap: Snapshot, levels: Levels) -> list[Text]:
             lines.append(styled([(tx.level_word("fired", "fired "), levels["fired"]),
                                  (rule.rule, "bold"), (" on ", ""), (rule.run, "bold"),
                                  (f": {rule.reason or ''}", "")]))
-    for run in runs_in_order(snap):
-        if run_needs_person(run):
-            lines.append(styled([(tx.level_word("warn", "verdict "), levels["warn"]),
-                                 (run.id, "bold"), (" ended: a accepts · r rejects", "")]))
     return lines
 
 
@@ -592,8 +588,8 @@ def gpu_summary_line(snap: Snapshot, levels: Levels) -> Text:
 
 
 class NowPanel(LivePanel):
-    """Running stages and runs with step and loss, fired rules, runs awaiting a verdict,
-    and a one-line GPU summary: shown where the tables do not fit (short or narrow)."""
+    """Running stages and runs with step and loss, fired rules and a one-line GPU
+    summary: shown where the tables do not fit (short or narrow)."""
 
     def render_snapshot(self, snap: Snapshot, levels: Levels) -> None:
         self.show(block([*now_lines(snap, levels), gpu_summary_line(snap, levels)]))
