@@ -95,6 +95,9 @@ class WindowPanel(LivePanel):
                     (f" {w.used_pct:.0f}% used", "")]),
             styled([("forecast end ", ""), (tx.clock(w.forecast_end), "bold"),
                     ("  ", ""), (tx.level_word(level, verdict), levels[level]),
+                    # D13: the pilot's measured/planned ratio scales the GPU stages left.
+                    (f"  pilot ×{w.pilot_ratio:.2f}" if w.pilot_ratio is not None else "",
+                     levels["warn"] if (w.pilot_ratio or 1.0) > 1.0 else ""),
                     ("   retrieve by ", ""), (tx.clock(w.retrieval_deadline), "bold")]),
         ]
         if w.options:
@@ -107,6 +110,8 @@ class WindowPanel(LivePanel):
         elif snap.revised:
             lines.append(styled([("the question is under revision: nothing more starts",
                                   levels["warn"])]))
+        elif snap.conclusion and any(r.verdict == "accepted" for r in snap.runs):
+            lines.append(styled([("conclusion: ", "bold"), (snap.conclusion, "")]))
         else:
             lines.append(styled([(f"question: {snap.question}", levels["muted"])]))
         self.set_class(w.verdict == "exceeds", "-exceeds")
