@@ -7,9 +7,9 @@ reasons) are the same ones the TUI shows.
 
 from __future__ import annotations
 
-from cockpit.snapshot import Snapshot
+from cockpit.snapshot import RunView, Snapshot
 from cockpit.telemetry import format_bytes
-from cockpit.units import format_duration, format_percent
+from cockpit.units import format_count, format_duration, format_number, format_percent, format_rate
 
 STATE_MARK = {
     "running": "▶", "done": "✓", "failed": "✗", "stopped": "■", "skipped": "·",
@@ -25,12 +25,39 @@ def window_line(snap: Snapshot) -> str:
             f"forecast {w.verdict} ({slack}) · retrieve by {w.retrieval_deadline:%m-%d %H:%M}")
 
 
+def run_metric_names(run: RunView, most: int = 4) -> list[str]:
+    """The run's key metric (the loss), then its acceptance/rule metrics, then others."""
+    names = [n for n in (run.key_metric, *run.watched) if n and n in run.metrics]
+    names = list(dict.fromkeys(names))
+    for name in run.metrics:
+        if len(names) >= most:
+            break
+        if name not in names and name != "max_steps":
+            names.append(name)
+    return names[:most]
+
+
+def pilot_ratio_text(snap: Snapshot) -> str | None:
+    """D13: the pilot's measured / planned time, and that it scales the forecast."""
+    ratio = snap.window.pilot_ratio
+    if ratio is None:
+        return None
+    how = "longer" if ratio > 1 else "shorter"
+    return (f"pilot took ×{ratio:.2f} its planned time ({abs(ratio - 1) * 100:.0f}% {how}): "
+            "the forecast scales the GPU stages still to run by it (D13)")
+
+
 def status_text(snap: Snapshot) -> str:
     lines = [f"campaign {snap.campaign} · {snap.offer} × {snap.count}", window_line(snap)]
     if snap.question:
         lines.append(f"question: {snap.question}")
     for option in snap.window.options:
         lines.append(f"  option: {option}")
+    ratio = pilot_ratio_text(snap)
+    if ratio:
+        lines.append(ratio)
+    if snap.conclusion:
+        lines.append(f"conclusion: {snap.conclusion}")
     lines.append("")
     width = max(len(s.id) for s in snap.stages)
     for s in snap.stages:
@@ -49,9 +76,15 @@ def status_text(snap: Snapshot) -> str:
     if snap.runs:
         lines.append("")
         for r in snap.runs:
-            metrics = " ".join(f"{k}={v:.4g}" for k, v in list(r.metrics.items())[:4]
-                               if k not in ("max_steps",))
-            step = f"step {r.step}" if r.step is not None else ""
+            metrics = " ".join(f"{k}={format_number(r.metrics[k])}" for k in run_metric_names(r))
+            step = ""
+            if r.step is not None:
+                step = f"step {format_count(r.step)}" + (
+                    f"/{format_count(r.max_steps)}" if r.max_steps else "")
+            if r.state == "running" and r.rate:
+                step += f" · {format_rate(r.rate)}"
+                if r.eta is not None:
+                    step += f" · ETA {r.eta:%m-%d %H:%M}"
             stop = f" stopped by {r.stop_rule}: {r.stop_reason}" if r.stop_rule else ""
             verdict = f" [{r.verdict}]" if r.verdict else ""
             ckpt = ""
@@ -60,6 +93,8 @@ def status_text(snap: Snapshot) -> str:
                 if r.checkpoint.verified:
                     ckpt += f" ({r.checkpoint.verified})"
             lines.append(f"run {r.id}: {r.state} {step} {metrics}{ckpt}{stop}{verdict}".rstrip())
+            if r.checkpoint is not None and r.checkpoint.advice:
+                lines.append(f"  save interval ({r.id}): {r.checkpoint.advice}")
     fired = [r for r in snap.rules if r.state != "ok"]
     lines.append("")
     lines.append(f"rules: {len(snap.rules) - len(fired)} ok, {len(fired)} fired")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cockpit.runs.metric_values import MetricPoint
 from cockpit.telemetry import GpuReading, HostInfo, gpu_json, host_json
 
 
@@ -89,6 +90,15 @@ class RunView:
     checkpoint: CheckpointView | None = None
     result: str = ""
     kind: str = "train"
+    # Steps per second over the last minute of reports, and when max_steps is reached.
+    rate: float | None = None
+    eta: datetime | None = None
+    # The metrics a person watches on this run: its key metric (the loss when it reports
+    # one) first, then the metrics of its acceptance checks and of its stop rules.
+    watched: tuple[str, ...] = ()
+    key_metric: str | None = None
+    # The run's recent points (bounded by the stream's deque): sparklines and the chart.
+    points: tuple[MetricPoint, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,9 @@ class Snapshot:
     # Journal events first seen since the previous snapshot (on the first one: the whole
     # journal, each marked ``earlier``). Faces print, toast or ring for these.
     new_events: tuple[EventLine, ...] = ()
+    # The conclusion (D1, D2) in words from the accepted results so far, when the plan
+    # states one.
+    conclusion: str | None = None
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)
@@ -200,6 +213,8 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
                 "stop_reason": r.stop_reason, "verdict": r.verdict,
                 "verdict_reason": r.verdict_reason, "stale_s": r.stale_s,
                 "garbage": r.garbage, "result": r.result, "kind": r.kind,
+                "rate": r.rate, "eta": json_time(r.eta), "watched": list(r.watched),
+                "key_metric": r.key_metric,
                 "checkpoint": None if r.checkpoint is None else {
                     "path": r.checkpoint.path, "step": r.checkpoint.step,
                     "age_s": r.checkpoint.age_s, "size": r.checkpoint.size,
@@ -231,4 +246,6 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         out["gpu_error"] = snap.gpus.error
     if snap.budget is not None:
         out["budget"] = snap.budget
+    if snap.conclusion is not None:
+        out["conclusion"] = snap.conclusion
     return out

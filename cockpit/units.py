@@ -6,6 +6,7 @@ nothing here divides a price by hours.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -136,3 +137,51 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"  # pragma: no cover - loop always returns
+
+
+def format_count(value: float | int | None) -> str:
+    """A count for people: ``950``, ``12,400``, ``184k``, ``1.2M`` (never ``1e+04``)."""
+    if value is None:
+        return "-"
+    n = float(value)
+    if not math.isfinite(n):
+        return str(n)
+    a = abs(n)
+    if a < 100_000:
+        return f"{n:,.0f}"
+    if a < 10_000_000:
+        return f"{n / 1000:,.0f}k"
+    if a < 1e9:
+        return f"{n / 1e6:.1f}M"
+    return f"{n / 1e9:,.1f}G"
+
+
+def format_number(value: object) -> str:
+    """A metric value for people: 4 significant digits, whole numbers with separators
+    (a record count reads ``12,345``, not ``1.234e+04``), tiny values in e-notation."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    v = float(value)
+    if not math.isfinite(v):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+    a = abs(v)
+    if a >= 1e4:
+        return format_count(v) if v.is_integer() or a >= 1e5 else f"{v:,.1f}"
+    if v.is_integer():
+        return f"{v:.0f}"
+    if a < 1e-3:
+        return f"{v:.2e}"
+    return f"{v:.4g}"
+
+
+def format_rate(steps_per_s: float | None) -> str:
+    """Throughput: ``3.4 step/s``; slow runs per minute or hour."""
+    if steps_per_s is None or steps_per_s <= 0:
+        return "-"
+    if steps_per_s >= 100:
+        return f"{steps_per_s:,.0f} step/s"
+    if steps_per_s >= 0.1:
+        return f"{steps_per_s:.3g} step/s"
+    if steps_per_s * 60 >= 0.1:
+        return f"{steps_per_s * 60:.3g} step/min"
+    return f"{steps_per_s * 3600:.3g} step/h"

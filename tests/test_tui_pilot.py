@@ -215,17 +215,25 @@ async def test_decide_limit_drops_the_picked_stage(campaign: Path) -> None:
         await until(pilot, lambda: app.check_action("decide", ()))
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, DecideScreen))
+        # What the decision rests on is shown first: measured vs planned, the forecast.
+        context = str(app.screen.query_one("#decide-context").render())
+        assert "measured" in context and "planned" in context and "forecast" in context
         await pilot.press("down", "enter")  # limit -> the drop list
         await pilot.press("space")  # pick the first optional stage
+        drops = app.screen.query_one("#decide-drops")
+        assert str(drops.get_option_at_index(0).prompt).startswith("[x] ")  # not colour only
         await pilot.press("tab")
         await type_text(pilot, "pilot too slow")
+        await pilot.press("enter")  # -> which result would have changed the choice
+        await type_text(pilot, "acc below 0.5")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
         await settle(app, pilot)
         await until(pilot, lambda: "decision" in kinds(campaign))
     decision = next(e for e in journal(campaign) if e["kind"] == "decision")
-    assert decision["outcome"] == "limit" and decision["note"] == "pilot too slow"
+    assert decision["outcome"] == "limit"
+    assert decision["note"] == "pilot too slow (would have changed the choice: acc below 0.5)"
     assert decision["stage"] == "pilot" and decision["drops"] == ["extra"]
     assert any(e["kind"] == "stage_dropped" and e["stage"] == "extra"
                for e in journal(campaign))
@@ -330,10 +338,13 @@ async def test_rule_firing_rings_the_bell(campaign: Path) -> None:
         app.bell = lambda: bells.append(1)  # type: ignore[method-assign]
         await until(pilot, lambda: "rule_fired" in kinds(campaign), timeout=15)
         await until(pilot, lambda: bells and app.last_fired == ("finite-loss", "rd"))
-        rules = app.query_one("#rules")
-        assert rules.get_row("finite-loss\x1frd")[0].plain.startswith("✗ fired")
         await settle(app, pilot)
-        assert rules.get_row_at(0)[0].plain.startswith("✗ fired")  # fired rules come first
+        await pilot.pause(0.2)
+        rules = str(app.query_one("#rules-panel").render()).splitlines()
+        # Grouped by rule, full names: the rule line, then its fired run with the reason.
+        assert rules[0].startswith("✗ finite-loss"), rules
+        assert rules[1].strip().startswith("✗ fired (last) rd:"), rules
+
 
 
 @run_async

@@ -85,12 +85,14 @@ def test_main_screen(snap_compare: Any, tmp_path: Path, theme: str,
     seen: dict[str, str] = {}
     assert snap_compare(make_app(tmp_path, theme), terminal_size=size, run_before=ready(seen))
     text = seen["text"]
-    for words in ("window 12-02 08:00", "! tight", "SIMULATED", "H100", "data-check",
+    # Under 32 rows the GPUs collapse to one summary line in the now panel.
+    for words in ("window 12-02 08:00", "! tight", "SIMULATED",
+                  "H100" if size[1] >= 32 else "2 GPUs", "data-check",
                   "✓ done", "? needs-person", "budget" if size[0] >= 100 else "stages",
                   "Start"):
         assert words in text, f"{words!r} missing at {size} in {theme}"
-    if size[1] >= 32:
-        assert "machine plan" in text and "note on data-check" in text
+    # Under 50 rows the timeline and the events go behind T (the tables get the rows).
+    assert ("machine plan" in text) == (size[1] >= 50)
 
 
 def test_compact_screen_does_not_crash(snap_compare: Any, tmp_path: Path) -> None:

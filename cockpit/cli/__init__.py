@@ -5,7 +5,7 @@ This module owns ``main`` (``cockpit = cockpit.cli:main``, ``python -m cockpit``
 the last line of defence: bad input of any kind becomes located lines on stderr and
 exit code 2, a bug exit code 70 with one line, never a traceback. The handlers live
 by what they do: :mod:`cockpit.cli.campaign_cmds` (check, plan, status, headless,
-tui, demo, init), :mod:`cockpit.cli.actions` (start, mark, stop, decide, accept, note,
+tui, demo, init), :mod:`cockpit.cli.actions` (start, mark, stop, decide, accept, reject, note,
 cost, verify) and :mod:`cockpit.cli.closing` (budget, export, verify-export).
 Commands that only read (check, plan, status, budget) write nothing.
 """

@@ -1,4 +1,4 @@
-"""What a person does: start, mark, stop, decide, accept, note, cost, verify, export.
+"""What a person does: start, mark, stop, decide, accept, reject, note, cost, verify, export.
 
 Each action checks what it may do against the journal folded under the journal
 lock (so two cockpits never act twice), then writes its events in the same

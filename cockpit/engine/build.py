@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from cockpit.budget import budget
-from cockpit.campaign.model import Campaign
+from cockpit.campaign.model import Campaign, MetricCheck
+from cockpit.conclusion import conclude
 from cockpit.engine import readiness
 from cockpit.engine.core import parse_t
 from cockpit.journal import JournalProblem
@@ -20,7 +22,7 @@ from cockpit.planning.deadline import closing_times, expected_export_bytes, retr
 from cockpit.planning.forecast import forecast
 from cockpit.planning.schedule import no_options_reason
 from cockpit.runs.checkpoints import CheckpointScan, interval_advice
-from cockpit.runs.metrics import MetricStream
+from cockpit.runs.metrics import MetricPoint, MetricStream
 from cockpit.snapshot import (
     CheckpointView,
     EventLine,
@@ -121,7 +123,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
             verdict_reason=run.verdict_reason, stale_s=stale,
             garbage=stream.garbage if stream else 0,
             result=spec.result_id if spec else run_id, kind=spec.kind if spec else "train",
-            checkpoint=checkpoint_view(campaign, run, obs.checkpoints.get(run_id), now)))
+            checkpoint=checkpoint_view(campaign, run, obs.checkpoints.get(run_id), now),
+            **progress_fields(campaign, run_id, stream, max_steps.get(run_id), now)))
 
     rules = []
     for rule in campaign.stop_rules:
@@ -150,7 +153,81 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         rules=tuple(rules), pending_decisions=state.pending_decisions,
         revised=state.revised, gpus=obs.gpu, host=obs.host, warnings=tuple(warnings),
         events=obs.events, auto=obs.auto, budget=budget(campaign, state, now),
-        new_events=obs.new_events)
+        new_events=obs.new_events, conclusion=conclusion_text(campaign, state, obs.streams))
+
+
+RATE_WINDOW_S = 60.0  # throughput over the last minute of reports (or the last 50 points)
+
+
+def watched_metrics(campaign: Campaign, run_id: str) -> tuple[str, ...]:
+    """The metrics of the run's acceptance checks, then those of its stop rules."""
+    names: list[str] = []
+    spec = campaign.runs.get(run_id)
+    for check in spec.acceptance if spec else ():
+        if isinstance(check, MetricCheck) and check.metric not in names:
+            names.append(check.metric)
+    for rule in campaign.stop_rules:
+        if rule.metric and rule.applies_to(run_id) and rule.metric not in names:
+            names.append(rule.metric)
+    return tuple(names)
+
+
+def key_metric_of(latest: Mapping[str, float], watched: tuple[str, ...]) -> str | None:
+    """The loss when the run reports one (``loss``, else the first ``*loss*``), else the
+    first watched metric it reports, else the first it reports at all."""
+    if "loss" in latest:
+        return "loss"
+    for name in latest:
+        if "loss" in name.lower():
+            return name
+    for name in watched:
+        if name in latest:
+            return name
+    return next((n for n in latest if n != "max_steps"), None)
+
+
+def throughput(points: Iterable[MetricPoint]) -> float | None:
+    """Steps per second between the newest point and the oldest of the last minute
+    (at most 50 points back); None without two timed, stepped points."""
+    newest: MetricPoint | None = None
+    oldest: MetricPoint | None = None
+    for seen, p in enumerate(points):
+        if p.step is None or p.t is None:
+            continue
+        if newest is None:
+            newest = p
+            continue
+        if seen > 50 or newest.t is None or p.t < newest.t - RATE_WINDOW_S:
+            break
+        oldest = p
+    if newest is None or oldest is None or newest.t is None or oldest.t is None:
+        return None
+    dt, ds = newest.t - oldest.t, (newest.step or 0) - (oldest.step or 0)
+    return ds / dt if dt > 0 and ds > 0 else None
+
+
+def progress_fields(campaign: Campaign, run_id: str, stream: MetricStream | None,
+                    max_steps: int | None, now: datetime) -> dict[str, Any]:
+    watched = watched_metrics(campaign, run_id)
+    if stream is None:
+        return {"watched": watched}
+    rate = throughput(reversed(stream.recent))
+    eta = None
+    if rate and max_steps and stream.latest_step is not None:
+        eta = now + timedelta(seconds=max(max_steps - stream.latest_step, 0) / rate)
+    return {"watched": watched, "key_metric": key_metric_of(stream.latest, watched),
+            "rate": rate, "eta": eta, "points": tuple(stream.recent)}
+
+
+def conclusion_text(campaign: Campaign, state: CampaignState,
+                    streams: Mapping[str, MetricStream]) -> str | None:
+    """The conclusion rule applied to the accepted results so far (None: no rule)."""
+    spec = campaign.conclusion
+    if spec is None:
+        return None
+    values = {run_id: stream.latest[spec.metric] for run_id, stream in streams.items()
+              if spec.metric in stream.latest}
+    return conclude(campaign, state, values).text
 
 
 def checkpoint_view(campaign: Campaign, run: RunState, view: CheckpointScan | None,

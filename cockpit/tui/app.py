@@ -25,7 +25,7 @@ from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -45,10 +45,11 @@ from cockpit.tui.dialogs import (
     PickScreen,
     TimelineScreen,
 )
+from cockpit.tui.screens import ChartScreen, LogScreen, newest_logs
 from cockpit.tui.themes import ThemeFile, ThemeMissing, resolve
 
-JOURNAL_ACTIONS = ("start_stage", "stop_run", "verify", "decide", "mark", "note", "cost",
-                   "export")
+JOURNAL_ACTIONS = ("start_stage", "stop_run", "verify", "decide", "accept", "reject", "mark",
+                   "note", "cost", "export")
 
 # The structural CSS (layout, sizes, breakpoints): loaded after the themes, so it wins
 # ties the way the inline CSS string it replaces did.
@@ -91,16 +92,25 @@ class CockpitApp(App[int]):
     CSS_PATH = STRUCTURE_PATH
     TITLE = "cockpit"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
-    VERTICAL_BREAKPOINTS = [(0, "-tiny"), (22, "-short"), (32, "-tall")]
+    # Below 32 rows the now panel replaces the GPU, runs and rules panels; below 50 the
+    # timeline and events go behind T (README: "The cockpit on screen").
+    VERTICAL_BREAKPOINTS = [(0, "-tiny"), (22, "-short"), (32, "-tall"), (50, "-huge")]
     BINDINGS = [
         Binding("s", "start_stage", "Start", id="start-stage", tooltip="start a ready stage"),
         Binding("x", "stop_run", "Stop", id="stop-run", tooltip="stop a run, with a reason"),
         Binding("v", "verify", "Verify", id="verify", tooltip="verify a checkpoint now"),
         Binding("d", "decide", "Decide", id="decide", tooltip="record a pending decision"),
+        Binding("a", "accept", "Accept", id="accept",
+                tooltip="accept an ended run's result (its checks shown first)"),
+        Binding("r", "reject", "Reject", id="reject",
+                tooltip="reject an ended run's result, with why"),
+        Binding("g", "chart", "Chart", id="chart", tooltip="a metric of every run over steps"),
+        Binding("l", "log", "Log", id="log", tooltip="a run's output, following"),
         Binding("m", "mark", "Mark", id="mark", tooltip="mark a manual stage started/done"),
         Binding("n", "note", "Note", id="note", tooltip="note on a stage"),
         Binding("c", "cost", "Cost", id="cost", tooltip="add another cost"),
-        Binding("e", "export", "Export", id="export", tooltip="export the result bundle"),
+        Binding("e", "export", "Export", id="export",
+                tooltip="export the result bundle (the plan's export stage when it has one)"),
         Binding("o", "options", "Options", id="options", show=False,
                 tooltip="the options when the forecast exceeds the window (D11)"),
         Binding("T,w", "timeline", "Timeline", key_display="T", id="timeline",
@@ -136,10 +146,11 @@ class CockpitApp(App[int]):
         self.slots = plan_campaign(campaign).slots
         cost = campaign.package.cost
         self.committed = str(cost) if cost is not None else "price unknown (state it)"
-        self.watched = {run_id: [r.metric for r in campaign.stop_rules
-                                 if r.metric and r.applies_to(run_id)]
-                        for run_id in campaign.runs}
         self.animation_level = "none"
+        from cockpit.tui.keymap import load_keymap
+
+        ids = [b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id]
+        self.keymap, self.keymap_problems, self.keymap_file = load_keymap(ids)
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -147,6 +158,7 @@ class CockpitApp(App[int]):
             with Horizontal(id="top"):
                 yield panels.WindowPanel(id="window")
                 yield panels.BudgetPanel(id="budget")
+            yield panels.NowPanel(id="now")
             with Vertical(id="gpus") as gpus:
                 gpus.border_title = "GPUs"
                 yield panels.GpuPanel(id="gpu-panel")
@@ -154,7 +166,8 @@ class CockpitApp(App[int]):
             yield panels.LiveTable(panels.STAGE_COLUMNS, id="stages")
             with Horizontal(id="lower"):
                 yield panels.LiveTable(panels.RUN_COLUMNS, id="runs")
-                yield panels.LiveTable(panels.RULE_COLUMNS, id="rules")
+                with VerticalScroll(id="rules"):
+                    yield panels.RulesPanel(id="rules-panel")
             yield panels.WarningsPanel(id="warnings")
             with Horizontal(id="bottom"):  # side by side: the stages table gets the rows
                 yield panels.Timeline(id="timeline")
@@ -165,6 +178,7 @@ class CockpitApp(App[int]):
         self.title = f"cockpit · {self.engine.campaign.id}"
         for wid, title in (("window", "window"), ("budget", "budget"), ("stages", "stages"),
                            ("runs", "runs & checkpoints"), ("rules", "stop rules"),
+                           ("now", "now: running · fired rules"),
                            ("timeline", "timeline (T: full screen)"), ("events", "events")):
             self.query_one(f"#{wid}").border_title = title
         main = self.screen  # panels live on the first screen; dialogs stack above it
@@ -174,11 +188,17 @@ class CockpitApp(App[int]):
         self.host_line = main.query_one(panels.HostLine)
         self.stages_table = main.query_one("#stages", panels.LiveTable)
         self.runs_table = main.query_one("#runs", panels.LiveTable)
-        self.rules_table = main.query_one("#rules", panels.LiveTable)
+        self.rules_panel = main.query_one(panels.RulesPanel)
+        self.now_panel = main.query_one(panels.NowPanel)
         self.timeline = main.query_one(panels.Timeline)
         self.warnings_panel = main.query_one(panels.WarningsPanel)
         self.event_log = main.query_one(panels.EventLog)
         self.apply_theme(self.theme_name)
+        if self.keymap:
+            self.set_keymap(self.keymap)
+        if self.keymap_problems:
+            self.notify("\n".join(self.keymap_problems), title=f"keymap {self.keymap_file}",
+                        severity="warning", timeout=15)
         self.stages_table.focus()  # arrows move through the stages from the start
         try:
             # The terminal went away (ssh drop outside tmux, pane killed): leave cleanly.
@@ -282,6 +302,8 @@ class CockpitApp(App[int]):
             self.draw(snap)
         elif isinstance(self.screen, TimelineScreen):
             self.draw_timeline_screen(self.screen)
+        elif isinstance(self.screen, ChartScreen):
+            self.screen.update_snapshot(snap)
         available = tuple(self.check_action(a, ()) is True for a in JOURNAL_ACTIONS)
         if available != self._available:
             self._available = available
@@ -293,11 +315,16 @@ class CockpitApp(App[int]):
         with self.batch_update():
             self.window_panel.render_snapshot(snap, lv)
             self.budget_panel.render_snapshot(snap, self.committed, lv)
-            self.gpu_panel.render_snapshot(snap, lv)
-            self.host_line.render_snapshot(snap, lv)
+            # Hidden panels (collapsed at this size) are not drawn; they are on resize.
+            if self.now_panel.display:
+                self.now_panel.render_snapshot(snap, lv)
+            if self.gpu_panel.parent is not None and self.gpu_panel.parent.display:
+                self.gpu_panel.render_snapshot(snap, lv)
+                self.host_line.render_snapshot(snap, lv)
             self.stages_table.sync(panels.stage_rows(snap, lv))
-            self.runs_table.sync(panels.run_rows(snap, self.watched, lv))
-            self.rules_table.sync(panels.rule_rows(snap, self.last_fired, lv))
+            if self.runs_table.parent is not None and self.runs_table.parent.display:
+                self.runs_table.sync(panels.run_rows(snap, lv))
+                self.rules_panel.render_snapshot(snap, self.last_fired, lv)
             if self.timeline.display and self.timeline.size.width:
                 self.timeline.render_snapshot(snap, self.slots, lv)
             self.warnings_panel.render_snapshot(snap, lv)
@@ -351,6 +378,10 @@ class CockpitApp(App[int]):
             return any(r.state != "not_started" for r in snap.runs) or None
         if action == "decide":
             return bool(snap.pending_decisions) or None
+        if action == "accept":
+            return bool(self._acceptable(snap)) or None
+        if action == "reject":
+            return bool(self._rejectable(snap)) or None
         if action == "mark":
             return bool(self._markable(snap)) or None
         if action == "options":
@@ -366,6 +397,18 @@ class CockpitApp(App[int]):
             yield SystemCommand(f"{binding.description} ({binding.key.split(',')[0]})",
                                 binding.tooltip or binding.description,
                                 lambda action=binding.action: self.run_action(action))
+
+    @staticmethod
+    def _acceptable(snap: Snapshot) -> list[str]:
+        """Runs the engine would accept: ended well, never stopped (D15)."""
+        return [r.id for r in panels.runs_in_order(snap)
+                if r.state == "succeeded" and r.stop_rule is None and r.verdict != "accepted"]
+
+    @staticmethod
+    def _rejectable(snap: Snapshot) -> list[str]:
+        return [r.id for r in panels.runs_in_order(snap)
+                if r.state in ("succeeded", "failed") and r.stop_rule is None
+                and r.verdict != "rejected"]
 
     @staticmethod
     def _stoppable(snap: Snapshot) -> list[str]:
@@ -513,7 +556,9 @@ class CockpitApp(App[int]):
                          lambda: self.act("decide", self.engine.decide, answer["outcome"],
                                           stage=stage_id, drops=drops, note=answer["note"]))
 
-            self.push_screen(DecideScreen(stage_id, droppable), got)
+            self.push_screen(DecideScreen(stage_id, droppable,
+                                          panels.decision_context(snap, stage_id,
+                                                                  self.engine.campaign)), got)
 
         pending = list(snap.pending_decisions)
         if len(pending) == 1:
@@ -583,12 +628,155 @@ class CockpitApp(App[int]):
             ("currency", "currency", "USD")], check=check), got)
 
     def action_export(self) -> None:
-        export = getattr(self.engine, "export", None)
-        if export is None:
-            self.notify("export not yet available", severity="warning")
+        """One export path: with an export stage in the plan, `e` completes that stage
+        (starts its command, or exports and marks a manual one done); else it exports."""
+        snap = self.snapshot
+        campaign = self.engine.campaign
+        stage = next((s for s in campaign.stages if (s.role or s.id) == "export"), None)
+        view = snap.stage(stage.id) if snap is not None and stage is not None else None
+        if stage is not None and view is not None and view.state not in ("done", "dropped",
+                                                                           "skipped"):
+            if view.state == "running":
+                self.notify(f"the export stage {stage.id!r} is running", severity="warning")
+                return
+            if stage.command is not None:
+                waits = view.state != "ready"
+                self.ask(f"Start the export stage {stage.id}?",
+                         f"runs its command; the stage is done when the export is written"
+                         f"{' (it waits for earlier stages: started anyway)' if waits else ''}"
+                         ".\n\ny starts it · n / Esc cancels",
+                         lambda: self.act("export", self.engine.start, stage.id, force=waits))
+                return
+
+            def export_and_mark() -> list[dict[str, Any]]:
+                done = self.engine.export()
+                marked = self.engine.mark(stage.id, "done",
+                                          note=f"exported with e: {done.get('path') or 'bag'}")
+                return [done, *marked]
+
+            self.ask("Export the result bundle now?",
+                     f"writes and verifies the export, then marks stage {stage.id} done.\n\n"
+                     "y exports · n / Esc cancels", lambda: self.act("export", export_and_mark))
             return
         self.ask("Export the result bundle now?", "y exports · n / Esc cancels",
-                 lambda: self.act("export", export))
+                 lambda: self.act("export", self.engine.export))
+
+    def _selected_run(self, candidates: list[str]) -> str | None:
+        """The run under the runs table's cursor when it has the focus and is a candidate."""
+        table = self.runs_table
+        if self.focused is table and table.row_count:
+            try:
+                key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            except Exception:  # noqa: BLE001 - no row under the cursor
+                return None
+            if key in candidates:
+                return str(key)
+        return None
+
+    def _one_run(self, title: str, candidates: list[str], then: Callable[[str], None]) -> None:
+        chosen = self._selected_run(candidates)
+        if chosen is not None or len(candidates) == 1:
+            then(chosen or candidates[0])
+        else:
+            self.pick(title, [(r, r) for r in candidates], then)
+
+    def _with_checks(self, run_id: str, then: Callable[[str], None]) -> None:
+        """The run's acceptance checks evaluated (off the loop: a reload takes time)."""
+        self.notify(f"checking {run_id}'s acceptance…", timeout=3)
+
+        def evaluate() -> None:
+            from cockpit.acceptance import evaluate_acceptance
+
+            try:
+                with self._lock:
+                    state = self.engine.state()
+                ok, reasons = evaluate_acceptance(self.engine.campaign, state, run_id)
+                text = "\n".join(f"  {'✓' if ok else '·'} {why}" for why in reasons)
+                text = (f"acceptance checks: {'✓ all pass' if ok else '✗ not all pass'}\n"
+                        + text)
+            except Exception as exc:  # noqa: BLE001 - shown, never raised
+                text = f"acceptance checks could not run: {exc}"
+            self.call_from_thread(then, text)
+
+        self.run_worker(evaluate, thread=True, group="checks", exit_on_error=False)
+
+    def action_accept(self) -> None:
+        snap = self.snapshot
+        runs = self._acceptable(snap) if snap else []
+        if not runs:
+            self.notify("no ended run to accept (a stopped run never is, D15)",
+                        severity="warning")
+            return
+
+        def chosen(run_id: str) -> None:
+            def show(checks: str) -> None:
+                def got(values: dict[str, str] | None) -> None:
+                    if values is None:
+                        return
+                    note = values["note"].strip()
+                    self.ask(f"Accept the result of {run_id}?",
+                             f"{checks}\nnote: {note or '(none)'}\n\ny records it · n / Esc "
+                             "cancels",
+                             # The CLI's rule: failing checks are accepted only as a
+                             # recorded override, and only with a note saying why.
+                             lambda: self.act("accept", self.engine.accept, run_id,
+                                              note or None, override=bool(note)))
+
+                self.push_screen(FormScreen(
+                    f"Accept {run_id}",
+                    [("note", "note (why; if its checks fail, a note makes an override)", "")],
+                    body=checks), got)
+            self._with_checks(run_id, show)
+
+        self._one_run("Accept which run?", runs, chosen)
+
+    def action_reject(self) -> None:
+        snap = self.snapshot
+        runs = self._rejectable(snap) if snap else []
+        if not runs:
+            self.notify("no ended run to reject", severity="warning")
+            return
+
+        def chosen(run_id: str) -> None:
+            def show(checks: str) -> None:
+                def got(values: dict[str, str] | None) -> None:
+                    if not values:
+                        return
+                    note = values["note"].strip()
+                    self.ask(f"Reject the result of {run_id}?",
+                             f"{checks}\nnote: {note}\n\ny records it · n / Esc cancels",
+                             lambda: self.act("reject", self.engine.reject, run_id, note))
+
+                self.push_screen(FormScreen(
+                    f"Reject {run_id}", [("note", "note: why (required)", "")], body=checks,
+                    check=lambda v: None if v["note"].strip() else "say why it is rejected"),
+                    got)
+            self._with_checks(run_id, show)
+
+        self._one_run("Reject which run?", runs, chosen)
+
+    def action_chart(self) -> None:
+        screen = ChartScreen(self.engine.campaign)
+        self.push_screen(screen)
+        if self.snapshot is not None:
+            snap = self.snapshot
+            self.call_after_refresh(screen.update_snapshot, snap)
+
+    def action_log(self) -> None:
+        snap = self.snapshot
+        runs = [r for r in panels.runs_in_order(snap) if r.state != "not_started"] if snap \
+            else []
+        if not runs:
+            self.notify("no run has started: no output yet", severity="warning")
+            return
+        stages = {r.id: r.stage for r in runs}
+
+        def chosen(run_id: str) -> None:
+            stage = stages.get(run_id) or run_id
+            out, err = newest_logs(self.engine.campaign, stage)
+            self.push_screen(LogScreen(run_id, stage, out, err))
+
+        self._one_run("Whose output?", [r.id for r in runs], chosen)
 
     def action_options(self) -> None:
         snap = self.snapshot
@@ -610,13 +798,19 @@ class CockpitApp(App[int]):
         lines = Text()
         for binding in self.BINDINGS:
             assert isinstance(binding, Binding)
-            keys = binding.key_display or binding.key.replace(",", " / ")
+            moved = self.keymap.get(binding.id or "")
+            keys = (moved or binding.key_display or binding.key).replace(",", " / ")
             now = self.check_action(binding.action, ())
             lines.append(f"{keys:>8}  ", "bold")
             lines.append(f"{binding.description:<10} {binding.tooltip}")
             if now is None:
                 lines.append("  (not now)", "dim")
             lines.append("\n")
+        where = (f"keymap: {self.keymap_file}" + (" (applied)" if self.keymap else
+                                                   " (none: the defaults above)"))
+        lines.append(f"\n{where}; a line `binding-id = \"key\"` moves a key "
+                     "(ids: " + ", ".join(b.id for b in self.BINDINGS
+                                          if isinstance(b, Binding) and b.id) + ")\n", "dim")
         lines.append("\nEvery key that writes the journal asks y/n first; Esc always cancels.\n"
                      "Quitting never stops a run: reopen with `cockpit FILE` to re-attach.\n"
                      "ctrl+p: the command palette.", "dim")

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 
@@ -130,30 +130,69 @@ class FormScreen(ModalScreen[dict[str, str] | None]):
         self.dismiss(None)
 
 
+class DropList(OptionList):
+    """Stages to drop, toggled with space; each line says its state in text ("[x]" or
+    "[ ]"), so it reads the same in 16 colours or none."""
+
+    BINDINGS = [Binding("space", "toggle_drop", "Toggle", id="drop-toggle")]
+
+    def __init__(self, items: Sequence[str], **kwargs: Any) -> None:
+        self._items = list(items)
+        self.selected: list[str] = []
+        super().__init__(*[Option(self._prompt(i), id=i) for i in self._items], **kwargs)
+
+    def _prompt(self, item: str) -> str:
+        return f"[{'x' if item in self.selected else ' '}] {item}"
+
+    def action_toggle_drop(self) -> None:
+        index = self.highlighted
+        if index is None or not self._items:
+            return
+        item = self._items[index]
+        if item in self.selected:
+            self.selected.remove(item)
+        else:
+            self.selected = [i for i in self._items if i in self.selected or i == item]
+        self.replace_option_prompt_at_index(index, self._prompt(item))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.action_toggle_drop()
+
+
 class DecideScreen(ModalScreen[dict[str, Any] | None]):
-    """The decision at a decision point: continue / limit (with drops) / revise + note."""
+    """The decision at a decision point: what it rests on first (the pilot's metrics
+    against the thresholds, its measured vs planned time, the forecast with that ratio),
+    then continue / limit (with drops) / revise, a note, and which result would have
+    changed the choice (recorded in the note)."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="decide-cancel")]
 
-    def __init__(self, stage: str, droppable: Sequence[str]) -> None:
+    def __init__(self, stage: str, droppable: Sequence[str], context: Text | str = "") -> None:
         super().__init__(classes="dialog")
-        self._stage, self._droppable = stage, list(droppable)
+        self._stage, self._droppable, self._why = stage, list(droppable), context
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box"):
+        with Vertical(classes="dialog-box -wide"):
             yield Label(f"Decision at {self._stage} (D4)", classes="dialog-title")
+            if self._why:
+                with VerticalScroll(id="decide-context-box"):
+                    yield Static(self._why, id="decide-context")
             yield OptionList(Option("continue: run the plan as it is", id="continue"),
                              Option("limit: drop optional stages", id="limit"),
                              Option("revise: the question changes, nothing more starts",
                                     id="revise"), id="decide-outcome")
-            yield Label("stages to drop (space toggles; only with limit)",
+            yield Label("stages to drop (space toggles [x]; only with limit)",
                         classes="field-label")
-            yield SelectionList[str](*[(s, s) for s in self._droppable], id="decide-drops")
+            yield DropList(self._droppable, id="decide-drops")
             yield Label("note: why (required)", classes="field-label")
             yield Input(id="decide-note", placeholder="why this decision")
+            yield Label("which result would have changed this choice? (kept in the note)",
+                        classes="field-label")
+            yield Input(id="decide-change", placeholder="e.g. val/accuracy below 0.85")
             yield Static("", id="form-error", classes="dialog-error")
-            yield Label("Enter in the note continues · Tab moves · Esc cancels",
-                        classes="dialog-hint")
+            yield Label("Enter moves on; Enter on the last field continues · Tab moves · "
+                        "Esc cancels", classes="dialog-hint")
 
     def on_mount(self) -> None:
         outcome = self.query_one("#decide-outcome", OptionList)
@@ -162,8 +201,10 @@ class DecideScreen(ModalScreen[dict[str, Any] | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
+        if event.option_list.id != "decide-outcome":
+            return
         if event.option.id == "limit":
-            drops = self.query_one("#decide-drops", SelectionList)
+            drops = self.query_one("#decide-drops", DropList)
             drops.highlighted = 0
             drops.focus()
         else:
@@ -171,11 +212,15 @@ class DecideScreen(ModalScreen[dict[str, Any] | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        if event.input.id == "decide-note":
+            self.query_one("#decide-change").focus()
+            return
         outcome_list = self.query_one("#decide-outcome", OptionList)
         index = outcome_list.highlighted or 0
         outcome = ("continue", "limit", "revise")[index]
-        drops = list(self.query_one("#decide-drops", SelectionList).selected)
-        note = event.value.strip()
+        drops = list(self.query_one("#decide-drops", DropList).selected)
+        note = self.query_one("#decide-note", Input).value.strip()
+        change = self.query_one("#decide-change", Input).value.strip()
         error = None
         if not note:
             error = "a note is required: say why (D4)"
@@ -183,7 +228,10 @@ class DecideScreen(ModalScreen[dict[str, Any] | None]):
             error = "limit: pick at least one stage to drop"
         if error:
             self.query_one("#form-error", Static).update(error)
+            self.query_one("#decide-note").focus()
             return
+        if change:
+            note = f"{note} (would have changed the choice: {change})"
         self.dismiss({"outcome": outcome, "drops": drops if outcome == "limit" else [],
                       "note": note})
 

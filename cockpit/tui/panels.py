@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,11 +20,13 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, RichLog, Static
 from textual.widgets.data_table import ColumnKey
 
+from cockpit.campaign.model import Campaign, MetricCheck
 from cockpit.planning.schedule import Slot
-from cockpit.snapshot import RunView, Snapshot
+from cockpit.render_text import run_metric_names
+from cockpit.snapshot import RuleView, RunView, Snapshot, StageView
 from cockpit.telemetry import GpuInfo, Series, TelemetryHistory, format_bytes
 from cockpit.tui import text as tx
-from cockpit.units import format_duration, format_percent
+from cockpit.units import format_count, format_duration, format_percent, format_rate
 
 Levels = Mapping[str, str]  # level (ok/warn/fired/info/muted) -> Rich style
 
@@ -92,6 +95,9 @@ class WindowPanel(LivePanel):
                     (f" {w.used_pct:.0f}% used", "")]),
             styled([("forecast end ", ""), (tx.clock(w.forecast_end), "bold"),
                     ("  ", ""), (tx.level_word(level, verdict), levels[level]),
+                    # D13: the pilot's measured/planned ratio scales the GPU stages left.
+                    (f"  pilot ×{w.pilot_ratio:.2f}" if w.pilot_ratio is not None else "",
+                     levels["warn"] if (w.pilot_ratio or 1.0) > 1.0 else ""),
                     ("   retrieve by ", ""), (tx.clock(w.retrieval_deadline), "bold")]),
         ]
         if w.options:
@@ -104,6 +110,8 @@ class WindowPanel(LivePanel):
         elif snap.revised:
             lines.append(styled([("the question is under revision: nothing more starts",
                                   levels["warn"])]))
+        elif snap.conclusion and any(r.verdict == "accepted" for r in snap.runs):
+            lines.append(styled([("conclusion: ", "bold"), (snap.conclusion, "")]))
         else:
             lines.append(styled([(f"question: {snap.question}", levels["muted"])]))
         self.set_class(w.verdict == "exceeds", "-exceeds")
@@ -328,9 +336,68 @@ STAGE_COLUMNS = (("state", "state"), ("stage", "stage"), ("category", "category"
                  ("progress", "progress · ETA"), ("decision", "decision"))
 
 
+# Tables sort what is running first, then what needs a person, then the plan order.
+STAGE_RANK = {"running": 0, "needs-person": 1}
+
+
+def stages_in_order(snap: Snapshot) -> list[StageView]:
+    return sorted(snap.stages, key=lambda s: STAGE_RANK.get(s.state, 2))  # stable: plan order
+
+
+def run_needs_person(r: RunView) -> bool:
+    """Ended well, no verdict yet: a person accepts or rejects it (a / r)."""
+    return r.state == "succeeded" and r.verdict is None
+
+
+def runs_in_order(snap: Snapshot) -> list[RunView]:
+    return sorted(snap.runs, key=lambda r: 0 if r.state == "running"
+                  else (1 if run_needs_person(r) else 2))
+
+
+def key_values(r: RunView, name: str | None, most: int = 200) -> list[float]:
+    """The last ``most`` reported values of ``name`` from the run's recent points."""
+    if name is None:
+        return []
+    out: list[float] = []
+    for p in reversed(r.points):
+        v = p.values.get(name)
+        if v is not None:
+            out.append(v)
+            if len(out) >= most:
+                break
+    out.reverse()
+    return out
+
+
+def loss_cell(r: RunView, spark_w: int = 8, label: bool = False) -> str:
+    """``loss 0.4123 ▇▆▄▃▂▁``: the key metric's last value and its recent curve."""
+    name = r.key_metric
+    if name is None or name not in r.metrics:
+        return "-"
+    values = key_values(r, name, spark_w * 4)
+    # One cell per 4 reports: the curve moves slowly, not on every tick.
+    cells = [values[i] for i in range(len(values) - 1, -1, -4)][::-1] if values else []
+    spark = tx.scaled_sparkline(cells, spark_w).rstrip() if len(cells) > 1 else ""
+    prefix = f"{name} " if label or name != "loss" else ""
+    return f"{prefix}{tx.metric(r.metrics[name])} {spark}".rstrip()
+
+
+def step_text(r: RunView) -> str:
+    if r.step is None:
+        return "-"
+    return format_count(r.step) + (f"/{format_count(r.max_steps)}" if r.max_steps else "")
+
+
+def rate_text(r: RunView) -> str:
+    if r.state != "running" or not r.rate:
+        return ""
+    eta = f" ETA {r.eta:%H:%M}" if r.eta is not None else ""
+    return f"{format_rate(r.rate)}{eta}"
+
+
 def stage_rows(snap: Snapshot, levels: Levels) -> list[tuple[str, tuple[Any, ...]]]:
     rows = []
-    for s in snap.stages:
+    for s in stages_in_order(snap):
         greyed = s.state in ("dropped", "skipped")
         level = tx.STAGE_LEVEL.get(s.state, "info")
         base = levels["muted"] if greyed else ""
@@ -361,22 +428,19 @@ def stage_rows(snap: Snapshot, levels: Levels) -> list[tuple[str, tuple[Any, ...
     return rows
 
 
-# The verdict and checkpoint columns come before the (wide) metrics so that they stay
-# on screen at 120 columns.
-RUN_COLUMNS = (("run", "run"), ("state", "state"), ("step", "step"), ("verdict", "verdict"),
-               ("ckpt", "checkpoint"), ("verified", "verified"), ("cost", "save cost"),
-               ("metrics", "metrics"))
+# Step, loss and throughput first: they are what a person looks for; the checkpoint
+# columns follow (the table scrolls sideways when they do not fit).
+RUN_COLUMNS = (("run", "run"), ("state", "state"), ("step", "step"), ("loss", "loss · curve"),
+               ("rate", "throughput · ETA"), ("metrics", "checks & rules metrics"),
+               ("verdict", "verdict"), ("ckpt", "checkpoint"), ("verified", "verified"),
+               ("cost", "save cost"))
 
 
-def run_rows(snap: Snapshot, watched: Mapping[str, Sequence[str]],
-             levels: Levels) -> list[tuple[str, tuple[Any, ...]]]:
+def run_rows(snap: Snapshot, levels: Levels) -> list[tuple[str, tuple[Any, ...]]]:
     rows = []
-    for r in snap.runs:
+    for r in runs_in_order(snap):
         level = tx.STAGE_LEVEL.get(r.state, "info")
-        step = "-" if r.step is None else (f"{r.step}/{r.max_steps}" if r.max_steps
-                                           else str(r.step))
-        names = [m for m in watched.get(r.id, ()) if m in r.metrics] or \
-            [m for m in r.metrics if m != "max_steps"][:2]
+        names = [m for m in run_metric_names(r) if m != r.key_metric]
         metrics = " ".join(f"{m}={tx.metric(r.metrics[m])}" for m in names)
         if r.stale_s is not None and r.stale_s > 120 and r.state == "running":
             metrics += f" (stale {format_duration(r.stale_s)})"
@@ -385,7 +449,9 @@ def run_rows(snap: Snapshot, watched: Mapping[str, Sequence[str]],
             ckpt, verified, cost = Text("none yet", style=levels["muted"]), Text(""), ""
         else:
             age = "-" if ck.age_s is None else f"{format_duration(ck.age_s)} old"
-            ckpt = Text(f"{age} step {ck.step if ck.step is not None else '-'}")
+            ckpt = Text(f"{age} step {format_count(ck.step)}")
+            if ck.advice:
+                ckpt.append(" ! interval", levels["warn"])
             v = ck.verified or "not verified"
             vlevel = "ok" if v == "ok" else ("fired" if v.startswith("failed") else "warn")
             verified = Text(tx.level_word(vlevel, v[:30]), style=levels[vlevel])
@@ -395,33 +461,218 @@ def run_rows(snap: Snapshot, watched: Mapping[str, Sequence[str]],
         if r.stop_rule:
             verdict = f"stopped by {r.stop_rule}"
             verdict_level = "fired"
+        elif run_needs_person(r):
+            verdict, verdict_level = "a/r: accept or reject", "warn"
         rows.append((r.id, (
             Text(r.id, style="bold"), Text(tx.stage_state(r.state), style=levels[level]),
-            step, Text(tx.level_word(verdict_level, verdict) if verdict else "",
-                       style=levels[verdict_level]),
-            ckpt, verified, cost, metrics)))
+            step_text(r), Text(loss_cell(r), style="bold" if r.state == "running" else ""),
+            rate_text(r), metrics,
+            Text(tx.level_word(verdict_level, verdict) if verdict else "",
+                 style=levels[verdict_level]),
+            ckpt, verified, cost)))
     return rows
 
 
-# State first: in the narrow right-hand panel it must never be the column cut off.
-RULE_COLUMNS = (("state", "state"), ("rule", "rule"), ("run", "run"), ("detail", "detail"))
+RULE_RANK = {"fired": 0, "warn": 1, "ok": 2}
 
 
-def rule_rows(snap: Snapshot, last_fired: tuple[str, str] | None,
-              levels: Levels) -> list[tuple[str, tuple[Any, ...]]]:
-    rows = []
-    # Fired and warned rules first: the panel is small, and they are why it exists.
-    rank = {"fired": 0, "warn": 1}
-    for r in sorted(snap.rules, key=lambda r: rank.get(r.state, 2)):
-        level = r.state if r.state in ("ok", "warn", "fired") else "info"
-        detail = r.reason or (f"{r.metric}={tx.metric(r.value)}" if r.metric and r.value
-                              is not None else (r.metric or r.kind))
-        last = last_fired == (r.rule, r.run)
-        style = levels[level] + (" reverse" if last else "")
-        rows.append((f"{r.rule}\x1f{r.run}", (
-            Text(tx.level_word(level, r.state) + (" (last)" if last else ""), style=style),
-            Text(r.rule, style="bold"), r.run, Text(detail))))
-    return rows
+def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
+               levels: Levels) -> Text:
+    """The stop rules grouped by rule, with full rule and run names: the rule's worst
+    state and what it watches, then its fired/warned runs one per line with the reason,
+    then the runs where it holds, packed into lines."""
+    groups: dict[str, list[RuleView]] = {}
+    for r in snap.rules:
+        groups.setdefault(r.rule, []).append(r)
+    order = sorted(groups, key=lambda k: min(RULE_RANK.get(r.state, 2) for r in groups[k]))
+    lines: list[Text] = []
+    for rule_id in order:
+        views = groups[rule_id]
+        worst = min((r.state for r in views), key=lambda st: RULE_RANK.get(st, 2))
+        level = worst if worst in ("ok", "warn", "fired") else "info"
+        first = views[0]
+        what = first.metric or first.kind
+        lines.append(styled([(f"{tx.LEVEL_MARK.get(level, ' ')} ", levels[level]),
+                             (rule_id, "bold"), (f"  {what} · {first.action}", levels["muted"])]))
+        held: list[str] = []
+        for r in views:
+            if r.state in ("fired", "warn"):
+                last = last_fired == (r.rule, r.run)
+                mark = tx.level_word(r.state, r.state + (" (last)" if last else ""))
+                lines.append(styled([("  ", ""), (mark, levels[r.state] + (" reverse" if last
+                                                                        else "")),
+                                     (f" {r.run}", "bold"), (f": {r.reason or ''}", "")]))
+            else:
+                value = f"={tx.metric(r.value)}" if r.value is not None else ""
+                held.append(f"✓ {r.run}{value}")
+        line = "  "
+        for item in held:
+            if len(line) + len(item) + 2 > width and line.strip():
+                lines.append(Text(line.rstrip(), style=levels["ok"]))
+                line = "  "
+            line += item + "  "
+        if line.strip():
+            lines.append(Text(line.rstrip(), style=levels["ok"]))
+    if not lines:
+        lines.append(Text("no stop rules in the plan", style=levels["muted"]))
+    return block(lines)
+
+
+class RulesPanel(LivePanel):
+    def render_snapshot(self, snap: Snapshot, last_fired: tuple[str, str] | None,
+                        levels: Levels) -> None:
+        self.show(rules_text(snap, last_fired, max(self.content_size.width, 30), levels))
+
+
+# ---------------------------------------------------------------------- now
+def now_lines(snap: Snapshot, levels: Levels) -> list[Text]:
+    """What is running (stage, run, step, loss, throughput, ETA) and every fired rule:
+    the lines that stay on screen at any size."""
+    lines: list[Text] = []
+    runs = {r.id: r for r in snap.runs}
+    for s in snap.stages:
+        if s.state != "running":
+            continue
+        r = runs.get(s.run) if s.run else None
+        parts: list[tuple[str, str]] = [("▶ ", levels["accent"]), (s.id, "bold")]
+        if r is not None:
+            # Step and loss right after the stage: the line is cut from the right.
+            parts.append((f" {step_text(r)}", ""))
+            parts.append((f"  {loss_cell(r, 6, label=True)}" if r.key_metric
+                          else "  no metrics yet", "bold"))
+            if r.id != s.id:
+                parts.append((f"  run {r.id}", ""))
+            rate = rate_text(r)
+            if rate:
+                parts.append((f"  {rate}", ""))
+            names = [m for m in run_metric_names(r) if m != r.key_metric][:2]
+            if names:
+                parts.append(("  " + " ".join(f"{m}={tx.metric(r.metrics[m])}" for m in names),
+                              levels["muted"]))
+        else:
+            parts.append((f"  {format_duration(s.elapsed_s)} / {format_duration(s.planned_s)}"
+                          + ("  (manual: m marks it done)" if not s.has_command else ""), ""))
+        lines.append(styled(parts))
+    if not lines:
+        ready = [s.id for s in snap.stages if s.state == "ready"]
+        waiting = [s.id for s in snap.stages if s.state == "needs-person"]
+        hint = (f"ready: {', '.join(ready)} (s starts)" if ready else
+                f"needs a person: {', '.join(waiting)} (m marks)" if waiting else "")
+        lines.append(styled([("nothing running", levels["muted"]),
+                             (f"  {hint}" if hint else "", "")]))
+    for rule in snap.rules:
+        if rule.state == "fired":
+            lines.append(styled([(tx.level_word("fired", "fired "), levels["fired"]),
+                                 (rule.rule, "bold"), (" on ", ""), (rule.run, "bold"),
+                                 (f": {rule.reason or ''}", "")]))
+    return lines
+
+
+def gpu_summary_line(snap: Snapshot, levels: Levels) -> Text:
+    reading = snap.gpus
+    if reading.status == "unavailable":
+        return styled([("GPU telemetry unavailable", levels["warn"])])
+    gpus = [g for g in reading.gpus if not g.lost]
+    utils = [g.util for g in gpus if g.util is not None]
+    temps = [g.temp for g in gpus if g.temp is not None]
+    lost = len(reading.gpus) - len(gpus)
+    throttled = sum(1 for g in gpus if g.throttle)
+    parts: list[tuple[str, str]] = []
+    if reading.status == "simulated":
+        parts.append(("SIMULATED ", "reverse " + levels["warn"]))
+    parts.append((f"{len(reading.gpus)} GPUs", "bold"))
+    if utils:
+        parts.append((f" util {sum(utils) / len(utils):.0f}% avg", ""))
+    if temps:
+        parts.append((f" · max {max(temps):.0f}°C", ""))
+    if lost:
+        parts.append((f" · ✗ {lost} LOST", levels["fired"]))
+    if throttled:
+        parts.append((f" · ! {throttled} throttled", levels["warn"]))
+    return styled(parts)
+
+
+class NowPanel(LivePanel):
+    """Running stages and runs with step and loss, fired rules and a one-line GPU
+    summary: shown where the tables do not fit (short or narrow)."""
+
+    def render_snapshot(self, snap: Snapshot, levels: Levels) -> None:
+        self.show(block([*now_lines(snap, levels), gpu_summary_line(snap, levels)]))
+
+
+# ---------------------------------------------------------------------- thresholds
+@dataclass(frozen=True)
+class Threshold:
+    """A bound on a metric: a stop rule's or an acceptance check's (chart line, decide)."""
+
+    label: str
+    value: float
+    bound: str = "max"  # "min": values below it fail / stop; "max": values above it
+
+    def holds(self, value: float) -> bool:
+        return value >= self.value if self.bound == "min" else value <= self.value
+
+
+def thresholds(campaign: Campaign, metric: str, runs: Sequence[str]) -> list[Threshold]:
+    """The bounds on ``metric`` from the stop rules and acceptance checks of ``runs``."""
+    out: dict[tuple[str, float], Threshold] = {}
+    for rule in campaign.stop_rules:
+        if rule.metric != metric or not any(rule.applies_to(r) for r in runs):
+            continue
+        if rule.min is not None:
+            out[("min", rule.min)] = Threshold(f"rule {rule.id}: stop < {rule.min:g}", rule.min,
+                                                "min")
+        if rule.max is not None:
+            out[("max", rule.max)] = Threshold(f"rule {rule.id}: stop > {rule.max:g}", rule.max)
+    for run_id in runs:
+        spec = campaign.runs.get(run_id)
+        for check in spec.acceptance if spec else ():
+            if not isinstance(check, MetricCheck) or check.metric != metric:
+                continue
+            if check.min is not None and ("min", check.min) not in out:
+                out[("min", check.min)] = Threshold(f"accept ≥ {check.min:g}", check.min,
+                                                       "min")
+            if check.max is not None and ("max", check.max) not in out:
+                out[("max", check.max)] = Threshold(f"accept ≤ {check.max:g}", check.max)
+    return list(out.values())
+
+
+
+def decision_context(snap: Snapshot, stage_id: str, campaign: Campaign) -> Text:
+    """What a decision rests on: the stage's measured vs planned time, its run's metrics
+    against the thresholds, and the forecast with the pilot's ratio applied (D4, D13)."""
+    lines: list[Text] = []
+    view = snap.stage(stage_id)
+    if view is not None and view.started_at is not None:
+        ratio = view.elapsed_s / view.planned_s if view.planned_s else None
+        lines.append(styled([("time: ", "bold"),
+                             (f"measured {format_duration(view.elapsed_s)} vs planned "
+                              f"{format_duration(view.planned_s)}", ""),
+                             (f" (×{ratio:.2f})" if ratio else "", "bold")]))
+    runs = [snap.run(view.run)] if view is not None and view.run else []
+    shown = [r for r in runs if r is not None] or [r for r in snap.runs if r.metrics]
+    for r in shown:
+        names = run_metric_names(r, most=6)
+        if not names:
+            lines.append(Text(f"run {r.id}: no metrics reported"))
+            continue
+        lines.append(styled([("run ", "bold"), (r.id, "bold"),
+                             (f" ({r.state}, step {step_text(r)})", "")]))
+        for name in names:
+            value = r.metrics[name]
+            parts: list[tuple[str, str]] = [(f"  {name} {tx.metric(value)}", "")]
+            for line in thresholds(campaign, name, [r.id]):
+                parts.append((f"  {'✓' if line.holds(value) else '✗'} {line.label}", ""))
+            lines.append(styled(parts))
+    w = snap.window
+    verdict = (f"✗ exceeds the window by {tx.hours_text(-w.forecast_slack_s)}"
+               if w.forecast_slack_s < 0 else
+               f"✓ fits, {tx.hours_text(w.forecast_slack_s)} to spare")
+    scaled = (f" with the pilot's ×{w.pilot_ratio:.2f} applied to the GPU stages left"
+              if w.pilot_ratio is not None else " (no pilot ratio yet: plan durations)")
+    lines.append(styled([("forecast: ", "bold"), (f"ends {tx.clock(w.forecast_end)}{scaled}: ",
+                                                   ""), (verdict, "bold")]))
+    return block(lines)
 
 
 # ---------------------------------------------------------------------- timeline

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from cockpit.render_text import STATE_MARK
+from cockpit.units import format_number
 
 SPARK = "▁▂▃▄▅▆▇█"
 FULL, EMPTY = "█", "░"
@@ -76,6 +77,16 @@ def clock(at: datetime | None) -> str:
 
 
 def metric(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    """A metric value for people (no ``1e+04`` for a count)."""
+    return format_number(value)
+
+
+def scaled_sparkline(values: Sequence[float], width: int) -> str:
+    """A sparkline of ``values`` scaled to their own finite min..max (a loss curve)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return " " * width
+    lo, hi = min(finite), max(finite)
+    if hi == lo:
+        hi = lo + 1.0
+    return sparkline([v if math.isfinite(v) else hi for v in values], width, lo, hi)

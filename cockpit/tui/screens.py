@@ -1,0 +1,246 @@
+"""Full screens behind a key: the metric chart (``g``) and a run's output (``l``).
+
+The chart uses textual-plotext's ``PlotextPlot`` (plotext drawn by a maintained
+Textual widget: axes, legend, log scale and markers without our own drawing code).
+It is rebuilt only while the screen is shown and only when its data changed (the
+runs' newest points, the metric or the scale). The log screen follows the stage's
+``.cockpit/logs/<stage>.<ts>.out``/``.err`` files, reading only new bytes, once a
+second while it is shown, into bounded logs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Label, RichLog
+from textual_plotext import PlotextPlot
+
+from cockpit.campaign.model import Campaign
+from cockpit.snapshot import RunView, Snapshot
+from cockpit.tui.panels import thresholds
+
+COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
+MARKERS = ("hd", "dot", "+", "x", "o", "*", "fhd", "sd")
+MAX_POINTS = 2000  # per run and per redraw: plotext is linear in points
+
+
+def chart_metrics(snap: Snapshot) -> list[str]:
+    """The metrics the runs report: each run's key metric and watched ones first."""
+    names: list[str] = []
+    for r in snap.runs:
+        for name in (r.key_metric, *r.watched):
+            if name and name not in names and any(name in p.values for p in r.points[-50:]):
+                names.append(name)
+    for r in snap.runs:
+        for p in r.points[-50:]:
+            for name in p.values:
+                if name not in names and name != "max_steps":
+                    names.append(name)
+    return names
+
+
+def series(run: RunView, metric: str, log: bool) -> tuple[list[float], list[float]]:
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, p in enumerate(run.points):
+        v = p.values.get(metric)
+        if v is None or not math.isfinite(v) or (log and v <= 0):
+            continue
+        xs.append(float(p.step if p.step is not None else i))
+        ys.append(v)
+    if len(xs) > MAX_POINTS:
+        every = math.ceil(len(xs) / MAX_POINTS)
+        xs, ys = xs[::every] + xs[-1:], ys[::every] + ys[-1:]
+    return xs, ys
+
+
+class ChartScreen(Screen[None]):
+    """One metric over steps, every run in its own colour and marker, with the bounds
+    of the stop rules and acceptance checks on that metric as horizontal lines."""
+
+    BINDINGS = [
+        Binding("escape,g,q", "close", "Back", id="chart-close"),
+        Binding("m", "next_metric", "Next metric", id="chart-next-metric"),
+        Binding("M", "previous_metric", "Previous metric", id="chart-previous-metric"),
+        Binding("s", "toggle_scale", "Log/linear", id="chart-scale"),
+    ]
+
+    def __init__(self, campaign: Campaign) -> None:
+        super().__init__()
+        self.campaign = campaign
+        self.metric: str | None = None
+        self.log_scale = False
+        self.metrics: list[str] = []
+        self.labels: list[str] = []  # what the last draw put in the legend (tests read it)
+        self._drawn: Any = None
+        self._snap: Snapshot | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Label("", id="chart-title", classes="dialog-title")
+        yield PlotextPlot(id="chart-plot")
+        yield Label("m / M: metric · s: log / linear · Esc or g: back", classes="dialog-hint")
+
+    def update_snapshot(self, snap: Snapshot) -> None:
+        """Redraw when the data changed (called by the app only while this screen shows)."""
+        self._snap = snap
+        self.metrics = chart_metrics(snap)
+        if self.metric not in self.metrics:
+            self.metric = self.metrics[0] if self.metrics else None
+        key = (self.metric, self.log_scale, tuple(
+            (r.id, len(r.points), r.points[-1].step if r.points else None,
+             r.points[-1].t if r.points else None) for r in snap.runs))
+        if key == self._drawn:
+            return
+        self._drawn = key
+        self._draw(snap)
+
+    def _draw(self, snap: Snapshot) -> None:
+        plot = self.query_one(PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        metric = self.metric
+        title = self.query_one("#chart-title", Label)
+        self.labels = []
+        if metric is None:
+            title.update("no run has reported a metric yet")
+            plot.refresh()
+            return
+        plotted = [r for r in snap.runs if any(metric in p.values for p in r.points)]
+        lo_x, hi_x = math.inf, -math.inf
+        for i, run in enumerate(plotted):
+            xs, ys = series(run, metric, self.log_scale)
+            if not xs:
+                continue
+            label = f"{run.id} ({run.state})"
+            plt.plot(xs, ys, label=label, color=COLORS[i % len(COLORS)],
+                     marker=MARKERS[i % len(MARKERS)])
+            self.labels.append(label)
+            lo_x, hi_x = min(lo_x, xs[0]), max(hi_x, xs[-1])
+        if not math.isfinite(lo_x):
+            lo_x, hi_x = 0.0, 1.0
+        for line in thresholds(self.campaign, metric, [r.id for r in plotted]):
+            if self.log_scale and line.value <= 0:
+                continue
+            plt.plot([lo_x, hi_x], [line.value, line.value], label=line.label, color="red",
+                     marker="-")
+            self.labels.append(line.label)
+        plt.yscale("log" if self.log_scale else "linear")
+        plt.xlabel("step")
+        title.update(Text.assemble((metric, "bold"), f" over steps · {len(plotted)} run(s) · "
+                                   f"{'log' if self.log_scale else 'linear'} scale · metric "
+                                   f"{self.metrics.index(metric) + 1}/{len(self.metrics)}"))
+        plot.refresh()
+
+    def _step_metric(self, by: int) -> None:
+        if not self.metrics:
+            return
+        index = self.metrics.index(self.metric) if self.metric in self.metrics else 0
+        self.metric = self.metrics[(index + by) % len(self.metrics)]
+        if self._snap is not None:
+            self.update_snapshot(self._snap)
+
+    def action_next_metric(self) -> None:
+        self._step_metric(1)
+
+    def action_previous_metric(self) -> None:
+        self._step_metric(-1)
+
+    def action_toggle_scale(self) -> None:
+        self.log_scale = not self.log_scale
+        if self._snap is not None:
+            self.update_snapshot(self._snap)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+# ---------------------------------------------------------------------- logs
+TAIL_BYTES = 64 * 1024  # what is shown of a long log when the screen opens
+LOG_LINES = 2000
+
+
+def newest_logs(campaign: Campaign, stage: str) -> tuple[Path | None, Path | None]:
+    """The stage's newest ``.out`` and ``.err`` (the supervisor names them by start time)."""
+    folder = campaign.state_dir / "logs"
+    outs = sorted(folder.glob(f"{stage}.*.out"))
+    if not outs:
+        return None, None
+    out = outs[-1]
+    err = out.with_suffix(".err")
+    return out, err if err.exists() else None
+
+
+class LogFollower:
+    """Reads what a file gained since the last read (from its tail the first time)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.offset: int | None = None
+
+    def read(self) -> str:
+        if self.path is None:
+            return ""
+        try:
+            size = self.path.stat().st_size
+            if self.offset is None or size < self.offset:
+                self.offset = max(size - TAIL_BYTES, 0)
+            if size == self.offset:
+                return ""
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read(size - self.offset)
+        except OSError:
+            return ""
+        cut = data.rfind(b"\n") + 1  # a partial last line waits for its newline
+        if cut == 0 and len(data) < TAIL_BYTES:
+            return ""
+        data = data[:cut] if cut else data
+        self.offset += len(data)
+        return data.decode("utf-8", errors="replace")
+
+
+class LogScreen(Screen[None]):
+    """A run's stdout and stderr tails, following live, with the full logs' paths."""
+
+    BINDINGS = [Binding("escape,l,q", "close", "Back", id="log-close")]
+
+    def __init__(self, run: str, stage: str, out: Path | None, err: Path | None) -> None:
+        super().__init__()
+        self.run_id, self.stage = run, stage
+        self.followers = (LogFollower(out), LogFollower(err))
+
+    def compose(self) -> ComposeResult:
+        out, err = (f.path for f in self.followers)
+        yield Label(f"output of run {self.run_id} (stage {self.stage}) — Esc / l goes back",
+                    classes="dialog-title")
+        with Vertical(id="log-out-box"):
+            yield Label(f"stdout: {out or 'no log yet'}", id="log-out-path")
+            yield RichLog(id="log-out", max_lines=LOG_LINES, wrap=False, markup=False,
+                          auto_scroll=True)
+        with Vertical(id="log-err-box"):
+            yield Label(f"stderr: {err or 'no log yet'}", id="log-err-path")
+            yield RichLog(id="log-err", max_lines=LOG_LINES, wrap=False, markup=False,
+                          auto_scroll=True)
+
+    def on_mount(self) -> None:
+        self.follow()
+        self.set_interval(1.0, self.follow)  # a screen's timers stop when it is closed
+
+    def follow(self) -> None:
+        for follower, wid in zip(self.followers, ("#log-out", "#log-err"), strict=True):
+            text = follower.read()
+            if text:
+                log = self.query_one(wid, RichLog)
+                for line in text.splitlines():
+                    log.write(Text(line))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
