@@ -1,4 +1,6 @@
-"""What a person does: start, mark, stop, decide, accept, reject, note, cost, verify, export.
+"""What a person does to processes and stages: start (claims, launch, reconcile), mark,
+stop, decide, verify, export. (Verdicts, notes, costs and the plan's record are
+:mod:`cockpit.engine.records`'s.)
 
 Each action checks what it may do against the journal folded under the journal
 lock (so two cockpits never act twice), then writes its events in the same
@@ -14,16 +16,14 @@ import signal
 import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from decimal import InvalidOperation
 from typing import Any
 
-from cockpit.campaign.model import Campaign, Run, Stage
+from cockpit.campaign.model import Campaign, Stage
 from cockpit.engine.core import params_hash
-from cockpit.engine.observe import Observing
 from cockpit.engine.ports import JournalView
+from cockpit.engine.records import Recording
 from cockpit.errors import ActionRefused, InputError
 from cockpit.journal import JournalError
-from cockpit.plan_record import decided_campaign, pack
 from cockpit.runs.checkpoint_verifier import (
     checkpoint_step,
     choose_checkpoint,
@@ -48,42 +48,12 @@ from cockpit.state import (
     PENDING,
     RUNNING,
     SKIPPED,
-    STOPPED,
-    SUCCEEDED,
     CampaignState,
-    RunState,
     fold,
 )
-from cockpit.units import Money, plain_amount
 
 
-class Acting(Observing):
-    def _record_plan(self, txn: JournalView, state: CampaignState, now: datetime) -> None:
-        """The plan as decided: its hash and full text, once (D24)."""
-        if state.plan_hash is None:
-            txn.append("plan_recorded", now=now, sha256=self.campaign.sha256,
-                       path=str(self.campaign.path), text_z=pack(self.campaign.text))
-
-    def _decided_planned_s(self, state: CampaignState) -> dict[str, float]:
-        """Planned seconds per stage as decided, when the file changed since (cached)."""
-        if not state.plan_changed:
-            return {}
-        if self._decided_for != state.plan_hash:
-            decided = decided_campaign(self.campaign, self.journal.events())
-            self._decided_cache = {s.id: s.seconds for s in decided.stages}
-            self._decided_for = state.plan_hash
-        return self._decided_cache
-
-    def _record_plan_change(self, state: CampaignState, now: datetime) -> None:
-        """A campaign file edited after the plan was decided: keep each version (D24)."""
-        if state.latest_plan_hash is None or state.latest_plan_hash == self.campaign.sha256:
-            return
-        with self.journal.transaction() as txn:
-            current = fold(self.campaign, txn.events, now)
-            if current.latest_plan_hash not in (None, self.campaign.sha256):
-                txn.append("plan_changed", now=now, sha256=self.campaign.sha256,
-                           path=str(self.campaign.path), text_z=pack(self.campaign.text))
-
+class Acting(Recording):
     def _request_stop(self, txn: JournalView, state: CampaignState, run_id: str, rule: str,
                       reason: str, now: datetime, value: Any = None,
                       step: int | None = None) -> dict[str, Any] | None:
@@ -99,6 +69,7 @@ class Acting(Observing):
         return event
 
     # ------------------------------------------------------------------ start & mark
+
     def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
               auto: bool = False) -> list[dict[str, Any]]:
         """Launch a stage's command detached and journal it (claimed under the lock).
@@ -285,6 +256,7 @@ class Acting(Observing):
             return written
 
     # ------------------------------------------------------------------ stop
+
     def stop(self, target: str, reason: str, now: datetime | None = None,
              rule: str = "manual") -> dict[str, Any]:
         """Request a stop of a run (or the run of a stage): SIGTERM now, SIGKILL after grace."""
@@ -312,6 +284,7 @@ class Acting(Observing):
             return event
 
     # ------------------------------------------------------------------ decisions & records
+
     def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
                note: str, now: datetime | None = None) -> list[dict[str, Any]]:
         now = now or self.clock.now()
@@ -356,97 +329,6 @@ class Acting(Observing):
                                           reason=f"limit decision at {stage}: {note}"))
             return written
 
-    def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
-               *, override: bool = False) -> dict[str, Any] | None:
-        """Accept a run's result. Refused when its acceptance checks fail, unless
-        ``override`` with a note (journaled as an override); None when already accepted."""
-        now = now or self.clock.now()
-        spec = self._result_run(run_id)
-        run = self.state(now).runs[run_id]
-        self._judgeable(run_id, run)
-        if run.verdict == "accepted":
-            return None
-        failed: list[str] = []
-        if spec.acceptance:
-            from cockpit.acceptance import evaluate_acceptance
-
-            ok, reasons = evaluate_acceptance(self.campaign, self.state(now), run_id)
-            failed = [] if ok else reasons
-        if failed and not override:
-            raise ActionRefused(f"run {run_id!r} fails its acceptance checks ("
-                                + "; ".join(failed) + "): --override with a --note to accept "
-                                "it anyway (recorded as an override)")
-        if failed and not (note or "").strip():
-            raise InputError("accept --override needs a --note saying why")
-        with self.journal.transaction() as txn:
-            current = fold(self.campaign, txn.events, now).runs[run_id]
-            self._judgeable(run_id, current)
-            if current.verdict == "accepted":
-                return None
-            fields: dict[str, Any] = {"override": True, "checks": failed} if failed else {}
-            return txn.append("result_accepted", now=now, run=run_id, reason=note or "accepted",
-                              result=spec.result_id, actor=self.actor, **fields)
-
-    def reject(self, run_id: str, note: str, now: datetime | None = None
-               ) -> dict[str, Any] | None:
-        """Reject a run's result (a later verdict replaces an earlier one); None when
-        it is already rejected."""
-        now = now or self.clock.now()
-        spec = self._result_run(run_id)
-        if not note.strip():
-            raise InputError("reject needs a --note saying why")
-        with self.journal.transaction() as txn:
-            current = fold(self.campaign, txn.events, now).runs[run_id]
-            self._judgeable(run_id, current, rejecting=True)
-            if current.verdict == "rejected":
-                return None
-            return txn.append("result_rejected", now=now, run=run_id, reason=note,
-                              result=spec.result_id, actor=self.actor)
-
-    def _result_run(self, run_id: str) -> Run:
-        spec = self.campaign.runs.get(run_id)
-        if spec is None:
-            raise InputError(f"{self.campaign.path}: no run {run_id!r}")
-        if not spec.produces_result:
-            raise ActionRefused(f"run {run_id!r} produces no result (result: none — a data "
-                                "check, pilot or resume check measures or decides): it needs "
-                                "no verdict (D21)")
-        return spec
-
-    @staticmethod
-    def _judgeable(run_id: str, run: RunState, *, rejecting: bool = False) -> None:
-        if run.state == STOPPED or run.stop is not None:
-            why = run.stop.reason if run.stop else "stopped"
-            raise ActionRefused(f"run {run_id!r} was stopped ({why}): a stopped run is "
-                                "never an accepted result (D15)")
-        if run.state == RUNNING:
-            raise ActionRefused(f"run {run_id!r} is still running")
-        if run.state == FAILED and not rejecting:
-            raise ActionRefused(f"run {run_id!r} failed (exit code {run.exit_code})")
-        if run.state not in (SUCCEEDED, FAILED):
-            raise ActionRefused(f"run {run_id!r} has not run")
-
-    def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
-        self._stage(stage_id)
-        if not text.strip():
-            raise InputError("note: the text is empty")
-        return self.journal.append("note", now=now or self.clock.now(), stage=stage_id,
-                                   text=text, actor=self.actor)
-
-    def cost(self, label: str, amount: str, currency: str = "USD",
-             now: datetime | None = None) -> dict[str, Any]:
-        try:
-            money = Money.parse(amount, currency)
-        except (ValueError, InvalidOperation) as exc:
-            raise InputError(f"cost: {exc}") from None
-        if not label.strip():
-            raise InputError("cost: the label is empty")
-        # The exact text of the Decimal: no float on the way to the journal.
-        return self.journal.append("cost", now=now or self.clock.now(), label=label,
-                                   amount=plain_amount(money.amount), currency=money.currency,
-                                   actor=self.actor)
-
-    # ------------------------------------------------------------------ verify & export
     def verify(self, run_id: str, which: str = "newest",
                now: datetime | None = None) -> dict[str, Any]:
         """Reload a run's checkpoint in a fresh process now and journal the result."""
