@@ -97,6 +97,7 @@ class RunView:
     # one) first, then the metrics of its acceptance checks and of its stop rules.
     watched: tuple[str, ...] = ()
     key_metric: str | None = None
+    produces_result: bool = True  # False: a data check, pilot or resume check (no verdict)
     # The run's recent points (bounded by the stream's deque): sparklines and the chart.
     points: tuple[MetricPoint, ...] = field(default=(), compare=False, repr=False)
 

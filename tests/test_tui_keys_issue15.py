@@ -92,9 +92,12 @@ def test_reject_records_a_verdict_after_showing_the_checks(tmp_path: Path) -> No
         app.engine.clock = type("C", (), {"now": lambda self: clock[0],  # noqa: ARG005
                                           "monotonic": lambda self: 0.0,
                                           "sleep": lambda self, s: None})()
-        # The runs end; auto-accept judges control and variant-a; reject variant-a by hand.
+        # The runs end; auto-accept rejects control and variant-a (val/accuracy under its
+        # floor); a person accepts variant-a by override, then rejects it with the key.
         _finish_all(app)
         clock[0] = NOW + timedelta(minutes=1)
+        app.engine.tick()
+        app.engine.accept("variant-a", "the floor was set too high", override=True)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.snapshot is not None
                         and app.check_action("reject", ()) is True)

@@ -123,6 +123,7 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
             verdict_reason=run.verdict_reason, stale_s=stale,
             garbage=stream.garbage if stream else 0,
             result=spec.result_id if spec else run_id, kind=spec.kind if spec else "train",
+            produces_result=spec.produces_result if spec else True,
             checkpoint=checkpoint_view(campaign, run, obs.checkpoints.get(run_id), now),
             **progress_fields(campaign, run_id, stream, max_steps.get(run_id), now)))
 

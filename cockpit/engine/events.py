@@ -71,8 +71,8 @@ _KINDS = (
               lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
     EventKind("stage_claimed", "engine.actions (start, before the launch)",
               ("stage", "run", "marker", "params_hash", "forced", "auto", "actor"),
-              lambda ev: f"stage {ev.get('stage')} claimed for launch (marker "
-              f"{ev.get('marker')})"),
+              # The marker (COCKPIT_LAUNCH) is in the event; the line stays short.
+              lambda ev: f"stage {ev.get('stage')} claimed for launch"),
     EventKind("stage_started", "engine.actions (start, or the tick that reconciles a claim)",
               ("stage", "run", "pid", "pgid", "create_time", "command", "exit_file", "stdout",
                "stderr", "gpus", "forced", "auto", "actor", "warning", "manual", "claim",

@@ -8,6 +8,7 @@ the question under revision). Used by the snapshot, auto-start and ``start``.
 
 from __future__ import annotations
 
+from cockpit.acceptance import awaiting_verdict
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, Stage
 from cockpit.planning.advice import downstream
 from cockpit.runs.supervisor import stage_gpus
@@ -42,6 +43,12 @@ def unmet_after(campaign: Campaign, state: CampaignState, stage: Stage) -> list[
         if dep_state in (FAILED, STOPPED) and dep_stage.category in OPTIONAL_CATEGORIES:
             continue  # an optional stage that failed is information, not a blocker (D15)
         unmet.append(f"{dep} ({dep_state})")
+    judging = set(awaiting_verdict(campaign, state))
+    for dep in stage.after:
+        run = campaign.stage(dep).run
+        if state.stages[dep].state in ENDED and run in judging:
+            # What follows a result (the error analysis, the export) reads its verdict.
+            unmet.append(f"{dep} (its result {run} is being judged)")
     return unmet
 
 

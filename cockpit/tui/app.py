@@ -402,13 +402,14 @@ class CockpitApp(App[int]):
     def _acceptable(snap: Snapshot) -> list[str]:
         """Runs the engine would accept: ended well, never stopped (D15)."""
         return [r.id for r in panels.runs_in_order(snap)
-                if r.state == "succeeded" and r.stop_rule is None and r.verdict != "accepted"]
+                if r.state == "succeeded" and r.stop_rule is None and r.produces_result
+                and r.verdict != "accepted"]
 
     @staticmethod
     def _rejectable(snap: Snapshot) -> list[str]:
         return [r.id for r in panels.runs_in_order(snap)
                 if r.state in ("succeeded", "failed") and r.stop_rule is None
-                and r.verdict != "rejected"]
+                and r.produces_result and r.verdict != "rejected"]
 
     @staticmethod
     def _stoppable(snap: Snapshot) -> list[str]:
