@@ -7,6 +7,7 @@ previous one. The full disk is real: ``/dev/full`` and a 64 KiB tmpfs (root only
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -45,11 +46,12 @@ def test_report_writes_whole_lines_when_the_disk_is_fine(tmp_path: Path) -> None
     assert len(target.read_text().splitlines()) == 101
 
 
-@pytest.fixture
-def tiny_fs(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / f"tiny-{uuid.uuid4().hex[:6]}"
+@contextlib.contextmanager
+def mounted_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
+    """A real, small tmpfs (root only; the test is skipped elsewhere)."""
+    mount = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
                           capture_output=True, text=True)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
@@ -57,6 +59,12 @@ def tiny_fs(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+    with mounted_tmpfs(tmp_path, "64k") as mount:
+        yield mount
 
 
 def test_save_state_on_a_full_disk_says_no_space_and_keeps_the_old_file(tiny_fs: Path) -> None:
@@ -76,14 +84,8 @@ def test_save_state_on_a_full_disk_says_no_space_and_keeps_the_old_file(tiny_fs:
 
 @pytest.fixture
 def full_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 256 KiB tmpfs, filled to the last byte (root only; skipped elsewhere)."""
-    mount = tmp_path / f"full-{uuid.uuid4().hex[:6]}"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
-    try:
+    """A 256 KiB tmpfs, filled to the last byte."""
+    with mounted_tmpfs(tmp_path, "256k") as mount:
         fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             while os.write(fd, b"\0" * 4096):
@@ -93,8 +95,6 @@ def full_fs(tmp_path: Path) -> Iterator[Path]:
         finally:
             os.close(fd)
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
 
 
 def test_headless_keeps_ticking_on_a_full_disk_and_warns(full_fs: Path, tmp_path: Path) -> None:
