@@ -12,12 +12,19 @@ import pytest
 
 pytest.importorskip("textual_plotext")
 
+from textual.widgets import OptionList  # noqa: E402
+
+from cockpit.campaign import load_campaign  # noqa: E402
+from cockpit.engine import Engine  # noqa: E402
+from cockpit.telemetry import GpuSampler  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
-from cockpit.tui.dialogs import ConfirmScreen, FormScreen  # noqa: E402
+from cockpit.tui.dialogs import ConfirmScreen, FormScreen, PickScreen  # noqa: E402
 from cockpit.tui.keymap import parse_keymap  # noqa: E402
 from cockpit.tui.screens import ChartScreen, LogScreen  # noqa: E402
+from tests.campaigns import write_campaign  # noqa: E402
+from tests.test_engine_guards import FakeSupervisor  # noqa: E402
 from tests.test_tui_pilot import journal, settle, type_text, until  # noqa: E402
-from tests.tui_campaign import NOW, running_campaign  # noqa: E402
+from tests.tui_campaign import NOW, running_campaign, write_reports  # noqa: E402
 
 SIZE = (120, 40)
 
@@ -79,43 +86,26 @@ def test_log_screen_follows_the_stage_output(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
-def _finish_all(app: CockpitApp) -> None:
-    sup: Any = app.engine.supervisor
-    for stage in ("control", "variant-a-long-name", "diverge"):
-        sup.finish(stage, 0)
-
-
 def test_reject_records_a_verdict_after_showing_the_checks(tmp_path: Path) -> None:
     async def go() -> None:
-        app = app_for(tmp_path)
-        clock = [NOW]
-        app.engine.clock = type("C", (), {"now": lambda self: clock[0],  # noqa: ARG005
-                                          "monotonic": lambda self: 0.0,
-                                          "sleep": lambda self, s: None})()
-        # The runs end; auto-accept rejects control and variant-a (val/accuracy under its
-        # floor); a person accepts variant-a by override, then rejects it with the key.
-        _finish_all(app)
-        clock[0] = NOW + timedelta(minutes=1)
-        app.engine.tick()
-        app.engine.accept("variant-a", "the floor was set too high", override=True)
+        # The runs ended; the tick auto-accepted control (its check passes) and
+        # auto-rejected variant-a: control is the one left to reject, by hand.
+        app = ended_campaign(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.snapshot is not None
                         and app.check_action("reject", ()) is True)
             await pilot.press("r")
-            await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen)
-                        and len(app.screen_stack) > 1)
-            if not isinstance(app.screen, FormScreen):  # a pick list first: take variant-a
-                await pilot.press("down", "enter")
             await until(pilot, lambda: isinstance(app.screen, FormScreen))
+            assert "Reject control" in str(app.screen.query_one(".dialog-title").render())
             assert "acceptance checks" in str(app.screen.query_one(".dialog-body").render())
             await type_text(pilot, "leak in eval")
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             await pilot.press("y")
             await settle(app, pilot)
-            await until(pilot, lambda: any(e["kind"] == "result_rejected"
-                                           and e.get("actor") == "tui"
-                                           for e in journal(app.engine.campaign.path)))
+            await until(pilot, lambda: verdicts(app, "control"))
+        [event] = verdicts(app, "control")
+        assert event["kind"] == "result_rejected" and event["reason"] == "leak in eval"
     asyncio.run(go())
 
 
@@ -143,3 +133,156 @@ def test_keymap_file_moves_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_parse_keymap_reports_bad_lines() -> None:
     keymap, problems = parse_keymap('stop-run = "X"\nbad line\n', ["stop-run"])
     assert keymap == {"stop-run": "X"} and "line 2" in problems[0]
+
+
+# ------------------------------------------------------------ a (accept) and e (export)
+class FixedClock:
+    def __init__(self, at: Any) -> None:
+        self.at = at
+
+    def now(self) -> Any:
+        return self.at
+
+    def monotonic(self) -> float:
+        return 0.0
+
+    def sleep(self, seconds: float) -> None:
+        pass
+
+
+def ended_campaign(tmp_path: Path) -> CockpitApp:
+    """The runs have ended: control passed its check (val/accuracy 0.9 ≥ 0.8) and was
+    auto-accepted, variant-a failed it (0.62) and was auto-rejected, wild-lr was stopped."""
+    engine = running_campaign(tmp_path)
+    write_reports(engine, "control", 6000, 6000)
+    _finish_all_engine(engine)
+    later = NOW + timedelta(minutes=1)
+    engine.clock = FixedClock(later)  # type: ignore[assignment]
+    engine.tick(later)
+    return CockpitApp(engine, interval=3600)
+
+
+def _finish_all_engine(engine: Any) -> None:
+    for stage in ("control", "variant-a-long-name", "diverge"):
+        engine.supervisor.finish(stage, 0)
+
+
+def verdicts(app: CockpitApp, run: str, actor: str = "tui") -> list[dict[str, Any]]:
+    return [e for e in journal(app.engine.campaign.path)
+            if e["kind"] in ("result_accepted", "result_rejected") and e.get("run") == run
+            and e.get("actor") == actor]
+
+
+async def accept_with(pilot: Any, app: CockpitApp, run: str, note: str) -> str:
+    """a → (pick the run) → the checks and a note → y; returns the form's checks text."""
+    await until(pilot, lambda: app.snapshot is not None and app.check_action("accept", ()))
+    await pilot.press("a")
+    await until(pilot, lambda: isinstance(app.screen, (PickScreen, FormScreen)))
+    if isinstance(app.screen, PickScreen):
+        options = app.screen.query_one(OptionList)
+        options.highlighted = options.get_option_index(run)
+        await pilot.press("enter")
+    await until(pilot, lambda: isinstance(app.screen, FormScreen))
+    assert f"Accept {run}" in str(app.screen.query_one(".dialog-title").render())
+    checks = str(app.screen.query_one(".dialog-body").render())
+    await type_text(pilot, note)
+    await pilot.press("enter")
+    await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+    await pilot.press("y")
+    await settle(app, pilot)
+    return checks
+
+
+def test_accept_a_run_whose_checks_pass(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = ended_campaign(tmp_path)
+        # A person rejected control by hand; its checks pass, so `a` takes that back.
+        app.engine.reject("control", "second thoughts", now=app.engine.clock.now())
+        async with app.run_test(size=SIZE) as pilot:
+            checks = await accept_with(pilot, app, "control", "")
+            assert "✓ all pass" in checks and "0.9" in checks, checks
+            await until(pilot, lambda: len(verdicts(app, "control")) == 2)
+        rejected, event = verdicts(app, "control")  # the hand's rejection, then `a`
+        assert rejected["kind"] == "result_rejected"
+        assert event["kind"] == "result_accepted" and "override" not in event
+        assert app.engine.state().runs["control"].verdict == "accepted"
+    asyncio.run(go())
+
+
+def test_accept_with_failing_checks_needs_a_note(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = ended_campaign(tmp_path)
+        shown: list[str] = []
+        app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            before = len(journal(app.engine.campaign.path))
+            checks = await accept_with(pilot, app, "variant-a", "")  # no note: refused
+            assert "✗ not all pass" in checks and "0.62" in checks, checks
+            await until(pilot, lambda: any("fails its acceptance checks" in s for s in shown))
+            assert len(journal(app.engine.campaign.path)) == before  # nothing written
+            assert app.engine.state().runs["variant-a"].verdict == "rejected"
+            await accept_with(pilot, app, "variant-a", "eval set mislabeled")
+            await until(pilot, lambda: verdicts(app, "variant-a"))
+        [event] = verdicts(app, "variant-a")
+        assert event["kind"] == "result_accepted" and event["override"] is True
+        assert event["reason"] == "eval set mislabeled" and event["checks"]
+        assert app.engine.state().runs["variant-a"].verdict == "accepted"
+    asyncio.run(go())
+
+
+def test_export_key_starts_the_plans_export_stage(tmp_path: Path) -> None:
+    path = write_campaign(tmp_path, [
+        {"id": "train", "hours": 1, "resource": "gpu", "run": "r1", "command": ["true"]},
+        {"id": "bundle", "hours": 0.5, "resource": "cpu", "role": "export",
+         "after": ["train"], "command": ["true"]},
+    ])
+    engine = Engine(load_campaign(path), clock=lambda: NOW, actor="tui",
+                    supervisor=FakeSupervisor(),  # type: ignore[arg-type]
+                    gpu_sampler=GpuSampler(simulate=1, clock=lambda: 1000.0))
+    engine.start("train", now=NOW)
+    engine.supervisor.finish("train", 0)  # type: ignore[attr-defined]
+    engine.tick(NOW)
+
+    async def go() -> None:
+        app = CockpitApp(engine, interval=3600)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.snapshot is not None
+                        and app.snapshot.stage("bundle").state == "ready")
+            await pilot.press("e")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            assert "Start the export stage bundle?" in str(
+                app.screen.query_one(".dialog-title").render())
+            assert "stage_started" not in [e["kind"] for e in journal(path)][-1:]
+            await pilot.press("y")
+            await settle(app, pilot)
+            await until(pilot, lambda: any(e["kind"] == "stage_started"
+                                           and e.get("stage") == "bundle"
+                                           for e in journal(path)))
+        assert "export_done" not in [e["kind"] for e in journal(path)]  # its command exports
+    asyncio.run(go())
+
+
+def test_export_key_exports_and_marks_a_manual_export_stage_done(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = ended_campaign(tmp_path)  # its plan's "export" stage has no command
+        path = app.engine.campaign.path
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.snapshot is not None)
+            assert app.snapshot is not None
+            assert app.snapshot.stage("export").state == "needs-person"  # manual
+            await pilot.press("e")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            assert "marks stage export done" in str(
+                app.screen.query_one(".dialog-body").render())
+            await pilot.press("y")
+            await settle(app, pilot)
+            await until(pilot, lambda: any(e["kind"] == "stage_finished"
+                                           and e.get("stage") == "export"
+                                           for e in journal(path)), timeout=60)
+            app.kick()
+            await until(pilot, lambda: app.snapshot is not None
+                        and app.snapshot.stage("export").state == "done")
+        kinds_written = [e["kind"] for e in journal(path)]
+        assert kinds_written.count("export_done") == 1
+        assert kinds_written.index("export_done") < len(kinds_written) - 1  # then the mark
+    asyncio.run(go())

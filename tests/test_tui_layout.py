@@ -36,3 +36,53 @@ def test_running_campaign_at_every_size(snap_compare: Any, tmp_path: Path,
         assert step in text and loss in text, (step, loss, size, text)
     assert "finite-loss" in text and "wild-lr" in text  # the fired rule, full names
     assert "Start" in text and ("Chart" in text or size[0] < 80)  # the key bar
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 60)], ids=["120x40", "200x60"])
+def test_budget_panel_shows_costs_and_the_whole_undefined_reason(
+        tmp_path: Path, size: tuple[int, int]) -> None:
+    """Issue 16: the budget panel shows the other costs, the total incurred and the
+    undefined reason in full (wrapped, not cut); below 32 rows or 100 columns it
+    collapses (README: what collapses, in order)."""
+    import asyncio
+
+    from tests.tui_campaign import NOW
+
+    engine = running_campaign(tmp_path)
+    engine.cost("cloud storage", "12.50", "USD", now=NOW)
+    engine.cost("dataset licence", "30", "USD", now=NOW)
+    seen: dict[str, str] = {}
+
+    async def go() -> None:
+        app = CockpitApp(engine, interval=3600, theme="default")
+        async with app.run_test(size=size) as pilot:
+            await ready(seen)(pilot)
+            r = app.query_one("#budget").region  # the panel's rows, inside its border
+            rows = [row for row in seen["text"].splitlines()  # less the SVG's title line
+                    if row.strip() != "cockpit · test-campaign"][r.y + 1:r.bottom - 1]
+            seen["budget"] = " ".join(row[r.x + 2:r.right - 2].strip() for row in rows)
+    asyncio.run(go())
+    text = seen["text"]
+    assert "committed 47.14 USD" in text
+    assert "other costs 42.50 USD (2 items)" in text
+    assert "incurred 89.64 USD" in text  # 47.14 + 12.50 + 30
+    assert "accepted results 0" in text
+    # The reason, every word of it, across the wrapped lines of the panel.
+    reason = "no accepted result: the rental share per accepted result is undefined (D21)"
+    assert reason in seen["budget"], (seen["budget"], text)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 24)], ids=["80x24", "120x24"])
+def test_budget_collapses_when_small(tmp_path: Path, size: tuple[int, int]) -> None:
+    import asyncio
+
+    seen: dict[str, str] = {}
+
+    async def go() -> None:
+        app = CockpitApp(running_campaign(tmp_path), interval=3600, theme="default")
+        async with app.run_test(size=size) as pilot:
+            await ready(seen)(pilot)
+            assert not app.query_one("#budget").display
+            assert app.query_one("#window").region.height == 3  # the window line stays
+    asyncio.run(go())
+    assert "incurred" not in seen["text"] and "window 12-02 08:00" in seen["text"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.campaigns import step_command, write_campaign
+from tests.campaigns import FINITE, step_command, write_campaign
 
 pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
               pytest.mark.slow]
@@ -75,12 +76,16 @@ def session() -> Iterator[str]:
         tmux("kill-session", "-t", name)
 
 
-def launch(session: str, path: Path, *extra: str, wrap_log: Path | None = None) -> None:
-    env = f"cd {ROOT} && PYTHONPATH={ROOT} TERM=xterm-256color"
+def launch(session: str, path: Path, *extra: str, wrap_log: Path | None = None,
+           size: tuple[int, int] = (120, 40)) -> None:
+    # A tmux server started from pytest can hold LINES=24 COLUMNS=80 in its global
+    # environment; shutil.get_terminal_size (Textual's) prefers those to the pty's size.
+    env = f"cd {ROOT} && unset LINES COLUMNS && PYTHONPATH={ROOT} TERM=xterm-256color"
     cmd = f"{sys.executable} -m cockpit {path} --interval 0.2 {' '.join(extra)}"
     if wrap_log is not None:  # script(1) keeps a copy of every byte written to the terminal
         cmd = f"script -q -f -c '{cmd}' {wrap_log}"
-    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", f"{env} {cmd}")
+    tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]),
+         f"{env} {cmd}")
 
 
 def screen(session: str) -> str:
@@ -166,3 +171,56 @@ def test_killing_the_pane_ends_the_cockpit(tmp_path: Path, session: str) -> None
     proc = psutil.Process(cockpit_pid(session))
     tmux("kill-pane", "-t", session)
     proc.wait(timeout=5)  # raises TimeoutExpired past 5 s
+
+
+def kill_started(path: Path) -> None:
+    for ev in journal(path):
+        if ev["kind"] == "stage_started" and ev.get("pgid"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(ev["pgid"], 9)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)], ids=["80x24", "60x20"])
+def test_running_stage_step_and_loss_without_a_key(tmp_path: Path, session: str,
+                                                    size: tuple[int, int]) -> None:
+    """Issue 15's done-when: in tmux during a real campaign, at 80x24 and at 60x20, a
+    person sees what is running, its step and its loss without pressing a key."""
+    path = write_campaign(tmp_path, [
+        {"id": "prep", "hours": 1, "resource": "human"},
+        {"id": "pilot", "hours": 1, "resource": "human", "after": ["prep"],
+         "decision_point": True},
+        {"id": "data-check", "hours": 1, "resource": "cpu", "run": "dc",
+         "command": step_command(steps=2, sleep=0.01)},
+        {"id": "control", "hours": 6, "resource": "gpu", "run": "control", "after": ["pilot"],
+         "command": step_command()},
+        {"id": "variant-a", "hours": 6, "resource": "gpu", "run": "variant-a",
+         "after": ["control"], "category": "useful", "command": step_command()},
+        {"id": "report", "hours": 2, "resource": "human", "after": ["variant-a"]},
+        {"id": "train", "hours": 2, "resource": "gpu", "run": "r1",
+         "command": step_command(steps=100_000, sleep=0.05)},
+    ], rules=[FINITE])
+    try:
+        # Started as a person would from another shell; the cockpit opens on it running.
+        subprocess.run([sys.executable, "-m", "cockpit", "start", str(path), "train"],
+                       cwd=ROOT, check=True, capture_output=True)
+        launch(session, path, "--simulate-gpus", "2", size=size)
+        pattern = re.compile(r"▶ train\s+([\d,]+)/100k\s+loss (\d+\.\d+)")
+
+        def seen() -> tuple[int, float] | None:
+            m = pattern.search(screen(session))
+            return (int(m.group(1).replace(",", "")), float(m.group(2))) if m else None
+
+        step, loss = wait_for(seen, what="the running stage with its step and loss")
+        # The window line and the key bar (the footer is composed a moment later).
+        wait_for(lambda: "window" in (t := screen(session)) and "Start" in t,
+                 what="the window line and the key bar")
+        text = screen(session)
+        assert len(text.splitlines()) <= size[1]
+        assert all(len(line) <= size[0] for line in text.splitlines()), text
+        assert loss == pytest.approx(1.0 / step, rel=0.5), (step, loss, text)  # loss = 1/step
+        # It follows live: a later frame shows a later step, still without a key.
+        later = wait_for(lambda: (s := seen()) is not None and s[0] > step and s,
+                         what="a later step")
+        assert later[1] <= loss
+    finally:
+        kill_started(path)
