@@ -186,6 +186,9 @@ class Run:
     allow_unsafe_pickle: bool = False
     expected_ids: Path | None = None
     acceptance: tuple[AcceptanceCheck, ...] = ()
+    # How the model is built: "module:function" in the campaign's code, called with the
+    # run's params; the export's reload.py rebuilds it and loads the checkpoint (D22).
+    model: str | None = None
 
     @property
     def result_id(self) -> str:

@@ -67,6 +67,14 @@ _KINDS = (
     EventKind("plan_changed", "engine.actions", ("sha256", "path", "text_z"),
               lambda ev: f"campaign file changed after the plan was decided (now sha256 "
                          f"{_short(ev.get('sha256'))}); the plan as decided still stands (D24)"),
+    EventKind("environment_recorded", "engine.actions (start, the first run)",
+              ("python", "implementation", "os", "machine", "distributions",
+               "distributions_sha256", "count"),
+              lambda ev: f"environment recorded: Python {ev.get('python')}, "
+                         f"{ev.get('count')} distributions"
+                         + (f", torch {ev['distributions']['torch']}"
+                            if isinstance(ev.get("distributions"), dict)
+                            and ev["distributions"].get("torch") else "")),
     EventKind("rules_recorded", "engine.actions", ("sha256",),
               lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
     EventKind("stage_claimed", "engine.actions (start, before the launch)",

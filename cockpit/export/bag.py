@@ -59,6 +59,13 @@ from cockpit.conclusion import conclude, conclusion_spec
 from cockpit.export.bagit_files import fetch_commands, write_bag_files, write_tar
 from cockpit.export.hashing import HashCache
 from cockpit.export.payload import Payload, existing_metric_files, run_status
+from cockpit.export.provenance_files import (
+    add_provenance,
+    add_reload_script,
+    environment_section,
+    rebuild_md,
+    reload_table,
+)
 from cockpit.export.reload_recipe import installed_packages, reload_entry, reload_md
 from cockpit.export.report_md import render_report, timeline_svg
 from cockpit.export.root_swap import (
@@ -355,6 +362,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
             "verdict": rs.verdict if rs else None,
             "verdict_reason": rs.verdict_reason if rs else None,
             "base_model": run.base_model, "base_revision": run.base_revision,
+            "model": run.model,
             # Verified means every accepted result is in the bag: an accepted run with
             # checkpoints must have its artifact here (unless --artifacts none).
             "artifact_expected": status == "accepted" and run.checkpoints is not None
@@ -364,18 +372,26 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     step("runs_written")
     timings["payload_s"] = round(time.monotonic() - t0, 4)
 
+    # The code, the environment and the plan as decided and at the end (D22, D24).
+    prov = add_provenance(payload, campaign, events)
+    warnings.extend(prov.environment_warnings)
+    table = reload_table(campaign, reload_entries, warnings)
+    reload_script = add_reload_script(payload, campaign, table)
+    step("provenance_written")
+
     money = budget(campaign, state, now)
     verdict = conclude(campaign, state, metric_values)
     svg = timeline_svg(campaign, state, now)
     payload.add_bytes("timeline.svg", svg.encode())
-    payload.add_bytes("REPORT.md", render_report(campaign, state, now, money, verdict,
-                                                 runs_json, "timeline.svg",
-                                                 events=events).encode())
+    report_text = render_report(campaign, state, now, money, verdict, runs_json, "timeline.svg",
+                                events=events) + environment_section(prov, reload_script, table)
+    payload.add_bytes("REPORT.md", report_text.encode())
     info = {"python": platform.python_version(), "implementation": platform.python_implementation(),
             "platform": platform.platform(), "packages": installed_packages()}
     payload.add_bytes("reload.json", (json.dumps(
         {"campaign": campaign.id, **info, "artifacts": reload_entries}, indent=2) + "\n").encode())
-    payload.add_bytes("RELOAD.md", reload_md(campaign, reload_entries, info).encode())
+    payload.add_bytes("RELOAD.md", reload_md(campaign, reload_entries, info, rebuild_md(
+        campaign, table, prov.environment)).encode())
     pkg = campaign.package
     manifest = {
         "format": MANIFEST_FORMAT, "cockpit_version": cockpit.__version__,
@@ -389,6 +405,8 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         "runs": runs_json,
         "conclusion": verdict.as_json(),
         "budget": money,
+        "provenance": prov.as_json(),
+        "reload_script": reload_script,
         "files": [{"path": f.path, "sha256": f.sha256, "size": f.size, "source": f.source,
                    "linked": f.linked} for f in sorted(payload.files.values(),
                                                        key=lambda e: e.path)],
