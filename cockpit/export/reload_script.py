@@ -18,8 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-SCRIPT = r'''#!/usr/bin/env python3
-"""Rebuild the model of an accepted run of campaign __CAMPAIGN__ and load its checkpoint.
+SCRIPT = r'''"""Rebuild an accepted model of campaign __CAMPAIGN__ and load its checkpoint.
 
 Written by the cockpit's export. Needs only torch (see RELOAD.md); run it from anywhere:
 
