@@ -37,13 +37,11 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import getpass
 import json
 import os
 import platform
 import secrets
 import shutil
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +54,7 @@ from cockpit.acceptance import last_metrics, newest_checkpoint
 from cockpit.budget import budget
 from cockpit.campaign.model import Campaign
 from cockpit.conclusion import conclude, conclusion_spec
-from cockpit.export.bagit_files import fetch_commands, write_bag_files, write_tar
+from cockpit.export.bagit_files import fetch_target, fetch_text, write_bag_files, write_tar
 from cockpit.export.hashing import HashCache
 from cockpit.export.payload import Payload, existing_metric_files, run_status
 from cockpit.export.provenance_files import (
@@ -107,6 +105,7 @@ class ExportResult:
     verified: bool
     verify: VerifyExportReport | None
     fetch_commands: list[str]
+    fetch_notes: list[str] = field(default_factory=list)  # where from, the expected time
     warnings: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     event: dict[str, Any] | None = None
@@ -144,6 +143,7 @@ class ExportResult:
             return "\n".join(lines)
         if self.fetch_commands:
             lines.append("  fetch it (from your own machine):")
+            lines.extend(f"    # {n}" for n in self.fetch_notes)
             lines.extend(f"    {c}" for c in self.fetch_commands)
         return "\n".join(lines)
 
@@ -455,11 +455,17 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         tar_path = final_tar
         timings["tar_s"] = round(time.monotonic() - t2, 4)
         step("tar_written")
-    commands = fetch_commands(final_tar) if tar else [
-        f"rsync -av --partial {getpass.getuser()}@{socket.gethostname()}:{root / campaign.id} ."]
-    (tmp_root / "FETCH.txt").write_text(
-        f"# Bring the export of campaign {campaign.id} home before the window ends "
-        f"({pkg.end.isoformat()}). Run on your own machine:\n" + "\n".join(commands) + "\n")
+    target = fetch_target(campaign.settings)
+    notes: list[str] = []
+    if tar:
+        fetch, notes, commands = fetch_text(campaign.id, pkg.end.isoformat(), final_tar, tar_bytes,
+                                     target, campaign.settings.transfer_rate_bytes_s)
+    else:
+        ssh = f"-e 'ssh -p {target.port}' " if target.port else ""
+        commands = [f"rsync -av --partial {ssh}{target.user}@{target.host}:{root / campaign.id} ."]
+        fetch = (f"# Bring the export of campaign {campaign.id} home before the window ends "
+                 f"({pkg.end.isoformat()}). Run on your own machine:\n" + commands[0] + "\n")
+    (tmp_root / "FETCH.txt").write_text(fetch)
     (tmp_root / "export.json").write_text(json.dumps({
         "format": ROOT_FORMAT, "campaign": campaign.id, "created": format_time(now),
         "bag": campaign.id, "size": size, "files": len(payload.files),
@@ -474,8 +480,8 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         root=root, bag_dir=root / campaign.id, tar_path=tar_path, tar_sha256=tar_sha,
         size_bytes=size, tar_bytes=tar_bytes, files=len(payload.files),
         linked=sum(1 for f in payload.files.values() if f.linked), verified=report.ok,
-        verify=report, fetch_commands=commands, warnings=warnings, skipped=payload.skipped,
-        timings=timings)
+        verify=report, fetch_commands=commands, fetch_notes=notes, warnings=warnings,
+        skipped=payload.skipped, timings=timings)
 
 
 def _stage_id_of(campaign: Campaign, run_id: str) -> str | None:
