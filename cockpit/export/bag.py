@@ -44,12 +44,14 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import cockpit
+from cockpit import provenance
 from cockpit.acceptance import last_metrics, newest_checkpoint
 from cockpit.budget import budget
 from cockpit.campaign.model import Campaign
@@ -263,6 +265,11 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
            link: bool, step: Progress, verifier: Callable[..., Any]) -> ExportResult:
     timings: dict[str, float] = {}
     t0 = time.monotonic()
+    # The environment (torch / CUDA asked in a subprocess: seconds) while the payload is
+    # written; it is needed only once the runs are in.
+    probe = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cockpit-env")
+    environment_future = probe.submit(provenance.environment)
+    probe.shutdown(wait=False)
     bag = tmp_root / campaign.id
     cache = HashCache(campaign.state_dir / "export-hash-cache.json")
     excluded = [campaign.state_dir, root, *root.parent.glob(f".{root.name}.*"),
@@ -373,7 +380,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     timings["payload_s"] = round(time.monotonic() - t0, 4)
 
     # The code, the environment and the plan as decided and at the end (D22, D24).
-    prov = add_provenance(payload, campaign, events)
+    prov = add_provenance(payload, campaign, events, environment_future.result())
     warnings.extend(prov.environment_warnings)
     table = reload_table(campaign, reload_entries, warnings)
     reload_script = add_reload_script(payload, campaign, table)
