@@ -70,11 +70,8 @@ _KINDS = (
     EventKind("environment_recorded", "engine.actions (start, the first run)",
               ("python", "implementation", "os", "machine", "distributions",
                "distributions_sha256", "count"),
-              lambda ev: f"environment recorded: Python {ev.get('python')}, "
-                         f"{ev.get('count')} distributions"
-                         + (f", torch {ev['distributions']['torch']}"
-                            if isinstance(ev.get("distributions"), dict)
-                            and ev["distributions"].get("torch") else "")),
+              lambda ev: "environment recorded at the first run start (the export warns of "
+                         "a change)"),
     EventKind("rules_recorded", "engine.actions", ("sha256",),
               lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
     EventKind("stage_claimed", "engine.actions (start, before the launch)",
