@@ -235,3 +235,70 @@ def describe(files: Iterable[Path], folder: Path) -> list[dict[str, Any]]:
     """Each code file with its size and sha256."""
     return [{"path": str(p), "bytes": (folder / p).stat().st_size,
              "sha256": sha256_of(folder / p)} for p in files]
+
+
+# ---------------------------------------------------------------- the journaled form
+
+KEY_DISTRIBUTIONS = ("torch", "numpy", "transformers", "peft", "accelerate", "lightning",
+                     "safetensors", "cockpit")
+
+
+def distributions_sha256(dists: Mapping[str, str]) -> str:
+    """One hash for every installed distribution and its version."""
+    text = "".join(f"{name}=={version}\n" for name, version in sorted(dists.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def compact_environment(env: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A small form of :func:`environment` for the journal: the interpreter, the OS, a
+    few key versions and one hash of every distribution. Without ``env`` it is
+    collected here, without asking torch (its version comes from its metadata) or
+    NVML, so a run's start stays fast (about 20 ms)."""
+    if env is None:
+        env = environment(with_torch=False, with_nvml=False)
+    dists: Mapping[str, str] = env.get("distributions") or {}
+    return {
+        "python": env.get("python"), "implementation": env.get("implementation"),
+        "os": env.get("os"), "machine": env.get("machine"),
+        "distributions": {n: dists[n] for n in KEY_DISTRIBUTIONS if n in dists},
+        "distributions_sha256": distributions_sha256(dists), "count": len(dists),
+    }
+
+
+def compact_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What differs between two compact environments, in words (empty: the same)."""
+    keep = ("python", "implementation", "os", "machine", "distributions")
+    out = environment_changes({k: before.get(k) for k in keep},
+                              {k: after.get(k) for k in keep})
+    if before.get("distributions_sha256") != after.get("distributions_sha256") and \
+            before.get("distributions") == after.get("distributions"):
+        out.append(f"installed distributions changed ({before.get('count')} -> "
+                   f"{after.get('count')} installed, other versions)")
+    return out
+
+
+def model_module_file(folder: Path, spec: str) -> Path | None:
+    """The file of the campaign folder that a ``model: "module:function"`` names (None:
+    the module is not a file of the folder, e.g. an installed package's)."""
+    parts = spec.partition(":")[0].split(".")
+    base = folder.resolve().joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file() and candidate.resolve().is_relative_to(folder.resolve()):
+            return candidate.resolve()
+    return None
+
+
+def campaign_code(campaign: Campaign) -> list[Path]:
+    """:func:`code_files` and the modules the runs' ``model:`` name, with their own
+    local imports: everything the bag's ``reload.py`` needs from the campaign folder."""
+    folder = campaign.folder.resolve()
+    seen: dict[Path, None] = {folder / p: None for p in code_files(campaign)}
+    todo = [m for run in campaign.runs.values() if run.model
+            if (m := model_module_file(folder, run.model)) is not None]
+    while todo:
+        path = todo.pop(0)
+        if path in seen:
+            continue
+        seen[path] = None
+        todo.extend(_local_imports(folder, path))
+    return sorted(p.relative_to(folder) for p in seen)

@@ -124,6 +124,44 @@ def test_predictions_error_analysis_and_export(demo):
     assert "23.57 USD" in report and "variant-a" in report
 
 
+def test_the_demo_bag_rebuilds_the_model_from_the_tar_alone(demo, tmp_path: Path):
+    """Issue 17: code, a requirements file naming torch's exact version and reload.py in
+    the bag; --rebuild rebuilds the control's model in a fresh process; the fetched tar
+    alone verifies, and one flipped byte fails it."""
+    import torch
+
+    folder, _ = demo
+    done = [e for e in events(folder) if e["kind"] == "export_done"]
+    bag = Path(done[-1]["path"])
+    data = bag / "data"
+    for name in ("code/train.py", "code/common.py", "code/MANIFEST.json", "reload.py",
+                 "environment/environment.json", "plan/campaign.as-decided.yaml"):
+        assert (data / name).is_file(), name
+    requirements = (data / "environment" / "requirements.txt").read_text()
+    assert f"torch=={torch.__version__}\n" in requirements
+    assert "python reload.py control" in (data / "RELOAD.md").read_text()
+    assert "import cockpit" not in (data / "reload.py").read_text()
+    check = run_cockpit("verify-export", str(bag), "--rebuild", "--no-reload", timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+    rebuilt = next(line for line in check.stdout.splitlines() if "model rebuilt" in line)
+    assert "[ok  ]" in rebuilt and "control (common:make_model, 4,810 parameters)" in rebuilt
+    # On the laptop: the tar and its sha256, no campaign file.
+    tar = Path(done[-1]["tar"])
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    shutil.copy(tar, laptop / tar.name)
+    shutil.copy(tar.with_name(tar.name + ".sha256"), laptop)
+    alone = run_cockpit("verify-export", tar.name, "--no-reload", cwd=laptop, timeout=300)
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "[ok  ] tar matches its sha256" in alone.stdout
+    raw = bytearray((laptop / tar.name).read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    (laptop / tar.name).write_bytes(bytes(raw))
+    flipped = run_cockpit("verify-export", tar.name, cwd=laptop, timeout=300)
+    assert flipped.returncode == 1
+    assert "does not match" in flipped.stdout and "NOT verified" in flipped.stdout
+
+
 def test_a_control_checkpoint_reloads_in_a_fresh_process(demo):
     folder, _ = demo
     newest = sorted((folder / "ckpt" / "control").glob("*.pt"))[-1]

@@ -15,7 +15,7 @@ from cockpit.runs.reload_check import verify_checkpoint
 from tests.test_export_sample import NOW, build_sample, ok_verifier
 
 CHECKS = ("bag valid", "runs accounted for", "expected ids", "no empty file",
-          "no temporary paths", "adapters pinned", "artifacts reload")
+          "no temporary paths", "adapters pinned", "artifacts reload", "environment")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import run_cockpit
 
-TEMPLATE_FILES = {"README.md", "campaign.yaml", "train.py", "data_check.py",
+TEMPLATE_FILES = {"README.md", "campaign.yaml", "train.py", "model.py", "data_check.py",
                   "error_analysis.py"}
 
 

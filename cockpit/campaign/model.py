@@ -186,6 +186,9 @@ class Run:
     allow_unsafe_pickle: bool = False
     expected_ids: Path | None = None
     acceptance: tuple[AcceptanceCheck, ...] = ()
+    # How the model is built: "module:function" in the campaign's code, called with the
+    # run's params; the export's reload.py rebuilds it and loads the checkpoint (D22).
+    model: str | None = None
 
     @property
     def result_id(self) -> str:
@@ -228,6 +231,12 @@ class Settings:
     # Folders outside the campaign's own whose files the export may copy (D19): every
     # payload path must lie, symlinks resolved, in the campaign folder or one of these.
     export_outside: tuple[Path, ...] = ()
+    # How the export is fetched from your own machine (FETCH.txt): the address, SSH port
+    # and user you reach this machine with (behind a rental's port or proxy); None: from
+    # $SSH_CONNECTION, else this machine's name.
+    fetch_host: str | None = None
+    fetch_port: int | None = None
+    fetch_user: str | None = None
 
 
 HOOK_EVENTS = ("rule_fired", "stage_finished", "decision_needed", "deadline_near",

@@ -15,8 +15,9 @@ RULE_KEYS = ("id", "kind", "metric", "min", "max", "after_step", "max_age", "act
 SETTING_KEYS = (
     "stop_grace", "idle_util_pct", "idle_grace", "disk_warn_gb", "tolerable_loss",
     "mean_time_between_interruptions", "transfer_rate_mb_s", "verify_within", "verify_timeout",
-    "verify_every", "deadline_warn", "export_outside",
+    "verify_every", "deadline_warn", "export_outside", "fetch",
 )
+FETCH_KEYS = ("host", "port", "user")
 HOOK_KEYS = ("command", "shell", "timeout")
 
 
@@ -110,6 +111,18 @@ def read_settings(check: Checker, value: Any, path: KeyPath) -> Settings:
         values["export_outside"] = tuple(
             Path(p) for p in check.str_list(entry["export_outside"], path + ("export_outside",),
                                             "export_outside (folders the export may copy from)"))
+    if "fetch" in entry:
+        fetch = check.mapping(entry["fetch"], path + ("fetch",), FETCH_KEYS, what="fetch")
+        if fetch is not None:
+            for key in ("host", "user"):
+                if key in fetch:
+                    values[f"fetch_{key}"] = check.string(fetch[key], path + ("fetch", key),
+                                                          f"fetch {key}")
+            if "port" in fetch:
+                port = check.integer(fetch["port"], path + ("fetch", "port"), "fetch port")
+                if port is not None and port > 65535:
+                    check.err(path + ("fetch", "port"), "fetch port must be 1..65535")
+                values["fetch_port"] = port if port is not None and port <= 65535 else None
     return Settings(**values)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -36,8 +37,10 @@ from cockpit.campaign.yamlread import KeyPath
 RUN_KEYS = (
     "metrics", "checkpoints", "pattern", "predictions", "outputs", "params", "kind",
     "base_model", "base_revision", "result", "tolerable_loss", "verify_command",
-    "resume_check", "allow_unsafe_pickle", "expected_ids", "acceptance",
+    "resume_check", "allow_unsafe_pickle", "expected_ids", "acceptance", "model",
 )
+# runs.ID.model: "module:function" (a dotted module of the campaign's code).
+MODEL_SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
 RESUME_KEYS = ("command", "steps", "metric", "tolerance")
 CHECK_KEYS = ("metric", "predictions", "checkpoint")
 PREDICTION_CHECKS = ("non_empty", "expected_ids")
@@ -135,6 +138,12 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
                 check.err(where + (key,), f"{key} must be a text")
         unsafe = check.boolean(entry.get("allow_unsafe_pickle", False),
                                where + ("allow_unsafe_pickle",), "allow_unsafe_pickle")
+        model = entry.get("model")
+        if model is not None and (not isinstance(model, str) or not MODEL_SPEC.match(model)):
+            check.err(where + ("model",), "model must be \"module:function\": a function of "
+                      "the campaign's code that returns the model, given the run's params "
+                      "(e.g. \"common:make_model\")")
+            model = None
         run = Run(
             id=run_id, kind=kind, metrics=tuple(metrics),
             checkpoints=_path(check, entry["checkpoints"], where + ("checkpoints",), "checkpoints")
@@ -149,6 +158,7 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
             resume_check=resume, allow_unsafe_pickle=unsafe,
             expected_ids=_path(check, entry["expected_ids"], where + ("expected_ids",),
                                "expected_ids") if "expected_ids" in entry else None,
+            model=model,
         )
         # The checks need the run's files (predictions, expected_ids, checkpoints).
         runs[run_id] = replace(run, acceptance=read_acceptance(

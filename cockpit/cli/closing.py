@@ -45,15 +45,22 @@ def add_close_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=cmd_export)
 
-    p = sub.add_parser("verify-export", help="check an export: hashes, runs, ids, paths, "
+    p = sub.add_parser("verify-export", help="check an export (its folder, or the fetched .tar "
+                                             "beside its .sha256): hashes, runs, ids, paths, "
                                              "reloads")
-    p.add_argument("dir")
+    p.add_argument("dir", help="the bag, the export root, or the .tar itself")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--no-reload", action="store_true",
                    help="skip reloading the artifacts in a fresh process")
     p.add_argument("--trust-commands", action="store_true",
                    help="run the custom reload commands and allow the unsafe unpickling that "
                         "the bag's reload.json asks for (a bag is data: never by default)")
+    p.add_argument("--rebuild", action="store_true",
+                   help="run the bag's reload.py in a fresh process for each accepted run with "
+                        "a model: rebuilt from the bag's code, checkpoint loaded strictly (this "
+                        "runs the bag's code: never by default)")
+    p.add_argument("--rebuild-timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="time limit of each rebuild (default 300)")
     p.set_defaults(handler=cmd_verify_export)
 
     p = sub.add_parser("next", help="a calibrated copy of the plan for the next campaign")
@@ -129,6 +136,16 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
     from cockpit.export import verify_export
 
     folder = Path(args.dir)
+    options: dict[str, Any] = {"reload": not args.no_reload,
+                               "trust_commands": args.trust_commands,
+                               "rebuild": args.rebuild,
+                               "rebuild_timeout_s": args.rebuild_timeout}
+    if folder.is_file() and folder.name.endswith(".tar"):
+        from cockpit.export.tar_verify import verify_tar
+
+        report = verify_tar(folder, **options)
+        print(json.dumps(report.to_dict(), indent=2) if args.json else report.render())
+        return report.exit_code
     if not folder.is_dir():
         raise InputError(f"verify-export: {args.dir}: no such folder")
     # The bag itself, or the export root holding it (the bag is the one subfolder).
@@ -137,8 +154,7 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
     if not bags:
         raise InputError(f"verify-export: {args.dir}: not an export (no bagit.txt in it or "
                          "in a folder inside it)")
-    report = verify_export(folder, reload=not args.no_reload,
-                           trust_commands=args.trust_commands)
+    report = verify_export(folder, **options)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -22,6 +22,7 @@ from cockpit.campaign.model import Campaign, Stage
 from cockpit.engine.core import params_hash
 from cockpit.engine.ports import JournalView
 from cockpit.engine.records import Recording
+from cockpit.env_record import record_environment
 from cockpit.errors import ActionRefused, InputError
 from cockpit.journal import JournalError
 from cockpit.runs.checkpoint_verifier import (
@@ -124,6 +125,8 @@ class Acting(Recording):
                     "show it running: never a second copy; stop or wait for it first")
             written: list[dict[str, Any]] = []
             self._record_plan(txn, state, now)
+            if stage.run:
+                written.extend(record_environment(txn, now))
             if stage.run and state.rules_hash is None and self.campaign.stop_rules:
                 written.append(txn.append("rules_recorded", now=now,
                                           sha256=self._rules_hash))

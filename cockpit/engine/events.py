@@ -67,6 +67,11 @@ _KINDS = (
     EventKind("plan_changed", "engine.actions", ("sha256", "path", "text_z"),
               lambda ev: f"campaign file changed after the plan was decided (now sha256 "
                          f"{_short(ev.get('sha256'))}); the plan as decided still stands (D24)"),
+    EventKind("environment_recorded", "engine.actions (start, the first run)",
+              ("python", "implementation", "os", "machine", "distributions",
+               "distributions_sha256", "count"),
+              lambda ev: "environment recorded at the first run start (the export warns of "
+                         "a change)"),
     EventKind("rules_recorded", "engine.actions", ("sha256",),
               lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
     EventKind("stage_claimed", "engine.actions (start, before the launch)",

@@ -37,28 +37,35 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import getpass
 import json
 import os
 import platform
 import secrets
 import shutil
-import socket
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import cockpit
+from cockpit import provenance
 from cockpit.acceptance import last_metrics, newest_checkpoint
 from cockpit.budget import budget
 from cockpit.campaign.model import Campaign
 from cockpit.conclusion import conclude, conclusion_spec
-from cockpit.export.bagit_files import fetch_commands, write_bag_files, write_tar
+from cockpit.export.bagit_files import fetch_target, fetch_text, write_bag_files, write_tar
 from cockpit.export.hashing import HashCache
 from cockpit.export.payload import Payload, existing_metric_files, run_status
+from cockpit.export.provenance_files import (
+    add_provenance,
+    add_reload_script,
+    environment_section,
+    rebuild_md,
+    reload_table,
+)
 from cockpit.export.reload_recipe import installed_packages, reload_entry, reload_md
 from cockpit.export.report_md import render_report, timeline_svg
 from cockpit.export.root_swap import (
@@ -100,6 +107,7 @@ class ExportResult:
     verified: bool
     verify: VerifyExportReport | None
     fetch_commands: list[str]
+    fetch_notes: list[str] = field(default_factory=list)  # where from, the expected time
     warnings: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     event: dict[str, Any] | None = None
@@ -137,6 +145,7 @@ class ExportResult:
             return "\n".join(lines)
         if self.fetch_commands:
             lines.append("  fetch it (from your own machine):")
+            lines.extend(f"    # {n}" for n in self.fetch_notes)
             lines.extend(f"    {c}" for c in self.fetch_commands)
         return "\n".join(lines)
 
@@ -256,6 +265,11 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
            link: bool, step: Progress, verifier: Callable[..., Any]) -> ExportResult:
     timings: dict[str, float] = {}
     t0 = time.monotonic()
+    # The environment (torch / CUDA asked in a subprocess: seconds) while the payload is
+    # written; it is needed only once the runs are in.
+    probe = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cockpit-env")
+    environment_future = probe.submit(provenance.environment)
+    probe.shutdown(wait=False)
     bag = tmp_root / campaign.id
     cache = HashCache(campaign.state_dir / "export-hash-cache.json")
     excluded = [campaign.state_dir, root, *root.parent.glob(f".{root.name}.*"),
@@ -355,6 +369,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
             "verdict": rs.verdict if rs else None,
             "verdict_reason": rs.verdict_reason if rs else None,
             "base_model": run.base_model, "base_revision": run.base_revision,
+            "model": run.model,
             # Verified means every accepted result is in the bag: an accepted run with
             # checkpoints must have its artifact here (unless --artifacts none).
             "artifact_expected": status == "accepted" and run.checkpoints is not None
@@ -364,18 +379,26 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     step("runs_written")
     timings["payload_s"] = round(time.monotonic() - t0, 4)
 
+    # The code, the environment and the plan as decided and at the end (D22, D24).
+    prov = add_provenance(payload, campaign, events, environment_future.result())
+    warnings.extend(prov.environment_warnings)
+    table = reload_table(campaign, reload_entries, warnings)
+    reload_script = add_reload_script(payload, campaign, table)
+    step("provenance_written")
+
     money = budget(campaign, state, now)
     verdict = conclude(campaign, state, metric_values)
     svg = timeline_svg(campaign, state, now)
     payload.add_bytes("timeline.svg", svg.encode())
-    payload.add_bytes("REPORT.md", render_report(campaign, state, now, money, verdict,
-                                                 runs_json, "timeline.svg",
-                                                 events=events).encode())
+    report_text = render_report(campaign, state, now, money, verdict, runs_json, "timeline.svg",
+                                events=events) + environment_section(prov, reload_script, table)
+    payload.add_bytes("REPORT.md", report_text.encode())
     info = {"python": platform.python_version(), "implementation": platform.python_implementation(),
             "platform": platform.platform(), "packages": installed_packages()}
     payload.add_bytes("reload.json", (json.dumps(
         {"campaign": campaign.id, **info, "artifacts": reload_entries}, indent=2) + "\n").encode())
-    payload.add_bytes("RELOAD.md", reload_md(campaign, reload_entries, info).encode())
+    payload.add_bytes("RELOAD.md", reload_md(campaign, reload_entries, info, rebuild_md(
+        campaign, table, prov.environment)).encode())
     pkg = campaign.package
     manifest = {
         "format": MANIFEST_FORMAT, "cockpit_version": cockpit.__version__,
@@ -389,6 +412,8 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         "runs": runs_json,
         "conclusion": verdict.as_json(),
         "budget": money,
+        "provenance": prov.as_json(),
+        "reload_script": reload_script,
         "files": [{"path": f.path, "sha256": f.sha256, "size": f.size, "source": f.source,
                    "linked": f.linked} for f in sorted(payload.files.values(),
                                                        key=lambda e: e.path)],
@@ -437,11 +462,17 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         tar_path = final_tar
         timings["tar_s"] = round(time.monotonic() - t2, 4)
         step("tar_written")
-    commands = fetch_commands(final_tar) if tar else [
-        f"rsync -av --partial {getpass.getuser()}@{socket.gethostname()}:{root / campaign.id} ."]
-    (tmp_root / "FETCH.txt").write_text(
-        f"# Bring the export of campaign {campaign.id} home before the window ends "
-        f"({pkg.end.isoformat()}). Run on your own machine:\n" + "\n".join(commands) + "\n")
+    target = fetch_target(campaign.settings)
+    notes: list[str] = []
+    if tar:
+        fetch, notes, commands = fetch_text(campaign.id, pkg.end.isoformat(), final_tar, tar_bytes,
+                                     target, campaign.settings.transfer_rate_bytes_s)
+    else:
+        ssh = f"-e 'ssh -p {target.port}' " if target.port else ""
+        commands = [f"rsync -av --partial {ssh}{target.user}@{target.host}:{root / campaign.id} ."]
+        fetch = (f"# Bring the export of campaign {campaign.id} home before the window ends "
+                 f"({pkg.end.isoformat()}). Run on your own machine:\n" + commands[0] + "\n")
+    (tmp_root / "FETCH.txt").write_text(fetch)
     (tmp_root / "export.json").write_text(json.dumps({
         "format": ROOT_FORMAT, "campaign": campaign.id, "created": format_time(now),
         "bag": campaign.id, "size": size, "files": len(payload.files),
@@ -456,8 +487,8 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         root=root, bag_dir=root / campaign.id, tar_path=tar_path, tar_sha256=tar_sha,
         size_bytes=size, tar_bytes=tar_bytes, files=len(payload.files),
         linked=sum(1 for f in payload.files.values() if f.linked), verified=report.ok,
-        verify=report, fetch_commands=commands, warnings=warnings, skipped=payload.skipped,
-        timings=timings)
+        verify=report, fetch_commands=commands, fetch_notes=notes, warnings=warnings,
+        skipped=payload.skipped, timings=timings)
 
 
 def _stage_id_of(campaign: Campaign, run_id: str) -> str | None:

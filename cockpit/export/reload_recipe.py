@@ -99,11 +99,14 @@ def reload_entry(run: Run, art: CheckpointInfo, rel: str, files: list[FileEntry]
     return entry
 
 
-def reload_md(campaign: Campaign, entries: list[dict[str, Any]], info: dict[str, Any]) -> str:
-    lines = [f"# Reloading the results of campaign {campaign.id}", "",
-             "Run these from the bag's folder (`cd BAG`, the folder holding `bagit.txt`).",
-             f"Exported with Python {info['python']} and: "
-             + ", ".join(f"{k} {v}" for k, v in info["packages"].items()), ""]
+def reload_md(campaign: Campaign, entries: list[dict[str, Any]], info: dict[str, Any],
+              rebuild: str = "") -> str:
+    lines = [f"# Reloading the results of campaign {campaign.id}", ""]
+    if rebuild:
+        lines += [rebuild, "## Each artifact", ""]
+    lines += ["Run these from the bag's folder (`cd BAG`, the folder holding `bagit.txt`).",
+              f"Exported with Python {info['python']} and: "
+              + ", ".join(f"{k} {v}" for k, v in info["packages"].items()), ""]
     chosen = [e for e in entries if e["chosen_for_result"]]
     if not chosen:
         lines.append("No accepted artifact is in this export.")

@@ -75,8 +75,10 @@ def no_temp_paths(bag: Path, campaign_folder: Path | None) -> Check:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue  # binary after all
-        scanned += 1
         rel = path.relative_to(bag).as_posix()
+        if rel.startswith("data/code/"):
+            continue  # the campaign's own source: its paths are code, not results' paths
+        scanned += 1
         # The journal is history (which interpreter ran, where): a temporary path there
         # is a fact to note, not something a reload depends on.
         history = rel == "data/journal/journal.jsonl"

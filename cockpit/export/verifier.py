@@ -43,6 +43,7 @@ from cockpit.export.export_checks import (
     no_empty,
     runs_accounted,
 )
+from cockpit.export.rebuild_check import REBUILD_TIMEOUT_S, environment_check, rebuild_check
 from cockpit.export.temp_paths import no_temp_paths
 from cockpit.runs.reload_check import verify_checkpoint
 
@@ -120,7 +121,9 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
                   verifier: Callable[..., Any] = verify_checkpoint,
                   campaign_folder: str | os.PathLike[str] | None = None,
                   trust_commands: bool = False,
-                  trusted: list[dict[str, Any]] | None = None) -> VerifyExportReport:
+                  trusted: list[dict[str, Any]] | None = None,
+                  rebuild: bool = False,
+                  rebuild_timeout_s: float = REBUILD_TIMEOUT_S) -> VerifyExportReport:
     """Check an export; ``report.ok`` only when every check passes.
 
     ``trust_commands``: run the custom reload commands and honour the unsafe-unpickling
@@ -148,6 +151,10 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
     report.checks.append(adapters_pinned(manifest, entries))
     report.checks.append(artifacts_reload(bag, manifest, entries, reload, verifier,
                                           trust_commands=trust_commands, trusted=trusted))
+    report.checks.append(environment_check(bag))
+    if rebuild:
+        report.checks.append(rebuild_check(bag, manifest, entries, report.checks[0].ok,
+                                           rebuild_timeout_s))
     return report
 
 

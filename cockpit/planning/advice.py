@@ -73,7 +73,20 @@ def plan_warnings(campaign: Campaign) -> list[str]:
                                 "the pilot's decision point (D4: the pilot exists to decide it)")
     warnings.extend(_question_warnings(campaign))
     warnings.extend(_params_warnings(campaign))
+    warnings.extend(_model_warnings(campaign))
     return warnings
+
+
+def _model_warnings(campaign: Campaign) -> list[str]:
+    """A run's ``model:`` whose module is not a file of the campaign folder: the bag's
+    reload.py then needs it installed beside torch (it is not in the bag's code/)."""
+    from cockpit.provenance import model_module_file
+
+    return [f"run {run.id}: model {run.model!r}: module {run.model.partition(':')[0]!r} is "
+            f"not one of the campaign's files (in {campaign.folder}); the export's reload.py "
+            "will import it from the installed packages, not from the bag's code"
+            for run in campaign.runs.values()
+            if run.model and model_module_file(campaign.folder, run.model) is None]
 
 
 def variant_stages(campaign: Campaign) -> list[Stage]:

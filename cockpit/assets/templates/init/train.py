@@ -1,7 +1,7 @@
 """Train a small classifier on a synthetic corpus: the template's training script.
 
-Replace the corpus (``load_corpus``) and the model (``make_model``) with yours and keep
-the rest: it is what lets the cockpit follow, stop, verify and resume the run.
+Replace the corpus (``load_corpus``) and the model (``make_model`` in model.py) with yours
+and keep the rest: it is what lets the cockpit follow, stop, verify and resume the run.
 
 - ``cockpit.report`` logs ``loss`` every step, ``val/accuracy`` every ``--eval-every``
   steps, progress (for the forecast) and ``data/truncated`` (for the ``no-truncation``
@@ -27,12 +27,11 @@ import sys
 from pathlib import Path
 
 import torch
+from model import CLASSES, FEATURES, make_model
 
 from cockpit import report
 from cockpit.resume import load_state, save_state
 
-FEATURES = 16
-CLASSES = 4
 SPLITS = {"train": 4000, "val": 500, "test": 500}
 CORPUS_SEED = 20261202  # the corpus and its split are fixed before the runs (D1)
 
@@ -70,11 +69,6 @@ def fingerprint(parts: dict[str, tuple[torch.Tensor, torch.Tensor, list[str]]]) 
             digest.update(f"{name},{row_id},{label},".encode())
             digest.update(",".join(f"{v:.6f}" for v in row).encode() + b"\n")
     return digest.hexdigest()
-
-
-def make_model(hidden: int) -> torch.nn.Module:
-    return torch.nn.Sequential(torch.nn.Linear(FEATURES, hidden), torch.nn.ReLU(),
-                               torch.nn.Linear(hidden, CLASSES))
 
 
 def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:

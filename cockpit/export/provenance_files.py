@@ -1,0 +1,205 @@
+"""What another person needs to rebuild a result next month, written into the bag (D19,
+D22-D24): the code, the environment, the plan as decided and at the end, ``reload.py``.
+
+This module owns the bag's ``data/code/`` (the campaign's code files, ``MANIFEST.json``
+with their sha256, ``git.json`` + ``uncommitted.patch`` in a git work tree),
+``data/environment/`` (``environment.json``, ``requirements.txt``), the plan copies
+``data/plan/campaign.as-decided.yaml`` / ``campaign.at-end.yaml``, the environment
+warnings (a change since the first run start, journaled by ``start``) and the
+``reload.py`` table: for each accepted run that declares ``model:``, its model, params
+and checkpoint. The facts come from :mod:`cockpit.provenance`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cockpit import provenance
+from cockpit.campaign.model import Campaign, Run
+from cockpit.env_record import environment_warnings, recorded_environment
+from cockpit.export.payload import Payload
+from cockpit.export.reload_script import reload_script
+from cockpit.plan_record import plan_versions
+
+AS_DECIDED = "plan/campaign.as-decided.yaml"
+AT_END = "plan/campaign.at-end.yaml"
+
+
+@dataclass
+class Provenance:
+    """What was written, for the manifest and REPORT.md."""
+
+    code: list[str] = field(default_factory=list)
+    git: dict[str, Any] | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    environment_warnings: list[str] = field(default_factory=list)
+    as_decided_from: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        env = self.environment
+        return {"code": self.code, "git": self.git,
+                "environment": {"python": env.get("python"), "torch": env.get("torch"),
+                                "nvidia": env.get("nvidia"),
+                                "distributions": len(env.get("distributions") or {})},
+                "environment_warnings": self.environment_warnings,
+                "plan_as_decided_from": self.as_decided_from}
+
+
+def add_provenance(payload: Payload, campaign: Campaign, events: list[dict[str, Any]],
+                   env: Mapping[str, Any] | None = None) -> Provenance:
+    """Write code/, environment/ and the two plan copies into the bag."""
+    out = Provenance()
+    folder = campaign.folder.resolve()
+    files = provenance.campaign_code(campaign)
+    for rel in files:
+        entry = payload.add_file(f"code/{rel.as_posix()}", folder / rel)
+        if entry is not None:
+            out.code.append(entry.path)
+    state = provenance.git_state(folder)
+    if state is not None:
+        top = Path(state["top"]).resolve()
+        out.git = {"commit": state["commit"], "remote": state["remote"],
+                   "dirty": state["dirty"], "untracked": state["untracked"],
+                   "campaign_folder_in_repo": folder.relative_to(top).as_posix()
+                   if folder.is_relative_to(top) else None,
+                   "patch": "uncommitted.patch" if state["patch"] else None}
+        payload.add_bytes("code/git.json", (json.dumps(out.git, indent=2) + "\n").encode())
+        if state["patch"]:
+            payload.add_bytes("code/uncommitted.patch", state["patch"].encode())
+    manifest = {"campaign": campaign.id, "files": [
+        {**f, "path": Path(f["path"]).as_posix()} for f in provenance.describe(files, folder)],
+        "git": out.git is not None}
+    payload.add_bytes("code/MANIFEST.json", (json.dumps(manifest, indent=2) + "\n").encode())
+
+    environment = dict(env) if env is not None else provenance.environment()
+    out.environment = environment
+    payload.add_bytes("environment/environment.json",
+                      (json.dumps(environment, indent=2, default=str) + "\n").encode())
+    payload.add_bytes("environment/requirements.txt",
+                      provenance.requirements_txt(environment).encode())
+    out.environment_warnings = environment_warnings(
+        recorded_environment(events), provenance.compact_environment(environment))
+
+    versions = plan_versions(events)
+    if versions and versions[0].text is not None:
+        payload.add_bytes(AS_DECIDED, versions[0].text.encode("utf-8"))
+        out.as_decided_from = f"the journal (recorded {versions[0].at.isoformat()})"
+    else:
+        payload.add_file(AS_DECIDED, campaign.path)
+        out.as_decided_from = "the campaign file (no plan text in the journal yet)"
+    payload.add_file(AT_END, campaign.path)
+    return out
+
+
+def run_params(campaign: Campaign, run: Run) -> dict[str, Any]:
+    """The run's params: inline, or read from its params file (JSON or YAML)."""
+    if run.params_file is None:
+        return dict(run.params)
+    try:
+        data = yaml.safe_load(campaign.resolve(run.params_file).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def reload_table(campaign: Campaign, entries: list[dict[str, Any]],
+                 warnings: list[str]) -> dict[str, dict[str, Any]]:
+    """run id -> what reload.py needs, for each accepted artifact whose run has a model."""
+    table: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        run = campaign.runs.get(str(e.get("run")))
+        if run is None or not run.model or not e.get("chosen_for_result"):
+            continue
+        files = e.get("files") or []
+        if len(files) != 1 or files[0].get("path") != e.get("path"):
+            warnings.append(f"run {run.id} declares model {run.model!r} but its checkpoint "
+                            f"{e.get('path')} is a folder: reload.py loads a single file")
+            continue
+        table[run.id] = {"model": run.model, "params": run_params(campaign, run),
+                         "checkpoint": str(e["path"]).removeprefix("data/"),
+                         "sha256": files[0].get("sha256")}
+        e["model"] = run.model
+        e["rebuild_command"] = f"cd BAG/data && python reload.py {run.id}"
+    return table
+
+
+def add_reload_script(payload: Payload, campaign: Campaign,
+                      table: dict[str, dict[str, Any]]) -> str | None:
+    """``data/reload.py`` when a run can be rebuilt (its bag path), else None."""
+    if not table:
+        return None
+    return payload.add_bytes("reload.py", reload_script(campaign.id, table).encode()).path
+
+
+def environment_section(prov: Provenance, reload_path: str | None,
+                        table: Mapping[str, Any]) -> str:
+    """REPORT.md's section on code, environment and rebuilding."""
+    env = prov.environment
+    torch = env.get("torch") or {}
+    lines = ["", "## Code and environment", "",
+             f"- code: {len(prov.code)} file(s) in `data/code/` (sha256 in "
+             "`data/code/MANIFEST.json`)"]
+    if prov.git:
+        lines.append(f"- git: commit `{prov.git['commit']}`"
+                     + (f" of {prov.git['remote']}" if prov.git.get("remote") else "")
+                     + (", uncommitted changes in `data/code/uncommitted.patch`"
+                        if prov.git.get("patch") else ", no uncommitted change"))
+    lines.append(f"- Python {env.get('python')} ({env.get('implementation')}), "
+                 f"{env.get('os')} {env.get('machine')}"
+                 + (f", torch {torch.get('version')} (CUDA {torch.get('cuda')}, cuDNN "
+                    f"{torch.get('cudnn')})" if torch.get("version") else ""))
+    nvidia = env.get("nvidia") or {}
+    if nvidia:
+        lines.append(f"- NVIDIA driver {nvidia.get('driver')}: "
+                     + ", ".join(nvidia.get("gpus") or []))
+    lines.append(f"- plan as decided: `data/{AS_DECIDED}` (from {prov.as_decided_from}); "
+                 f"at the end: `data/{AT_END}`")
+    if reload_path:
+        lines.append(f"- rebuild: `{reload_path}` rebuilds the model of "
+                     + ", ".join(sorted(table)) + " (see RELOAD.md)")
+    for warning in prov.environment_warnings:
+        lines.append(f"- **warning**: {warning}")
+    return "\n".join(lines) + "\n"
+
+
+def rebuild_md(campaign: Campaign, table: Mapping[str, Any], env: Mapping[str, Any]) -> str:
+    """RELOAD.md's first section: from the fetched tar alone to the model, exactly."""
+    if not table:
+        return ""
+    torch = (env.get("torch") or {}).get("version") or \
+        (env.get("distributions") or {}).get("torch")
+    public = str(torch).split("+")[0] if torch else None
+    first = sorted(table)[0]
+    lines = ["## Rebuild the model from this bag alone", "",
+             "With only the fetched tar, on any machine (Python "
+             f"{env.get('python')} was used):", "",
+             "```sh",
+             f"sha256sum -c {campaign.id}.tar.sha256 && tar -xf {campaign.id}.tar",
+             f"cd {campaign.id}/data",
+             "python3 -m venv .venv && . .venv/bin/activate",
+             "pip install -r environment/requirements.txt   # the exact environment",
+             ]
+    if public:
+        lines.append(f"# or at least:  pip install torch=={public}")
+    lines += [f"python reload.py {first}", "```", "",
+              "`reload.py` needs only torch: it builds the model from `code/` (the campaign's "
+              "own files), loads the accepted checkpoint with `strict=True` and prints what "
+              "it loaded (missing and unexpected keys: none; the number of parameters); it "
+              "exits 0 when the model is back, 1 otherwise. In Python, from this folder: "
+              f"`import reload; model = reload.load({first!r})`.", "",
+              "| run | model | params | checkpoint |", "|---|---|---|---|"]
+    for run_id in sorted(table):
+        spec = table[run_id]
+        params = ", ".join(f"{k}={v!r}" for k, v in (spec.get("params") or {}).items())
+        lines.append(f"| {run_id} | `{spec['model']}` | {params} | `{spec['checkpoint']}` |")
+    lines += ["", "The code's git commit and uncommitted patch, when the campaign was in a git "
+              "work tree, are in `code/git.json` and `code/uncommitted.patch`; the full "
+              "environment (every distribution, torch / CUDA / cuDNN, the NVIDIA driver) in "
+              "`environment/environment.json`.", ""]
+    return "\n".join(lines)
