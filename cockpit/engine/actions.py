@@ -69,7 +69,7 @@ class Acting(Observing):
         if not state.plan_changed:
             return {}
         if self._decided_for != state.plan_hash:
-            decided = decided_campaign(self.campaign, self.journal.events())
+            decided = decided_campaign(self.campaign, self._merge(self.journal.events()))
             self._decided_cache = {s.id: s.seconds for s in decided.stages}
             self._decided_for = state.plan_hash
         return self._decided_cache
@@ -79,7 +79,7 @@ class Acting(Observing):
         if state.latest_plan_hash is None or state.latest_plan_hash == self.campaign.sha256:
             return
         with self.journal.transaction() as txn:
-            current = fold(self.campaign, txn.events, now)
+            current = self._fold(txn.events, now)
             if current.latest_plan_hash not in (None, self.campaign.sha256):
                 txn.append("plan_changed", now=now, sha256=self.campaign.sha256,
                            path=str(self.campaign.path), text_z=pack(self.campaign.text))
@@ -114,9 +114,10 @@ class Acting(Observing):
         if stage.command is None:
             raise ActionRefused(f"stage {stage_id!r} has no command: mark it with "
                                 f"`cockpit mark FILE {stage_id} started|done`")
+        self._refuse_other_machine(stage, "start")
         now = now or self.clock.now()
         with self.journal.transaction() as txn:
-            state = fold(self.campaign, txn.events, now)
+            state = self._fold(txn.events, now)
             st = state.stages[stage_id]
             if st.state == RUNNING and st.claim is not None:
                 raise ActionRefused(f"stage {stage_id!r} is being launched (claim #{st.claim}): "
@@ -211,7 +212,7 @@ class Acting(Observing):
         with that pid); none found once ``claim_grace_s`` has passed means the launch
         failed (recorded). Claimed under the lock, so two cockpits record it once."""
         for st in state.stages.values():
-            if st.claim is None or st.state != RUNNING:
+            if st.claim is None or st.state != RUNNING or not self._mine(st.id):
                 continue
             stage = self.campaign.stage(st.id)
             marker = st.marker or launch_marker(self.campaign, st.id, st.claim)
@@ -250,8 +251,9 @@ class Acting(Observing):
         now = now or self.clock.now()
         if what not in ("started", "done", "skipped"):
             raise InputError(f"mark: {what!r} is not one of started, done, skipped")
+        self._refuse_other_machine(stage, "mark")
         with self.journal.transaction() as txn:
-            state = fold(self.campaign, txn.events, now)
+            state = self._fold(txn.events, now)
             st = state.stages[stage_id]
             self._record_plan(txn, state, now)
             written: list[dict[str, Any]] = []
@@ -292,8 +294,11 @@ class Acting(Observing):
         if not reason.strip():
             raise InputError("stop: a reason is required (D15: keep the reason)")
         run_id = self._run_of(target)
+        owner = self.campaign.stage_of_run(run_id)
+        if owner is not None:
+            self._refuse_other_machine(owner, "stop")
         with self.journal.transaction() as txn:
-            state = fold(self.campaign, txn.events, now)
+            state = self._fold(txn.events, now)
             run = state.runs.get(run_id)
             if run is None or run.state != RUNNING:
                 raise ActionRefused(f"run {run_id!r} is not running")
@@ -331,7 +336,7 @@ class Acting(Observing):
                 raise ActionRefused(f"stage {d!r} is essential: limit drops only useful or "
                                     "exploratory stages (D3)")
         with self.journal.transaction() as txn:
-            state = fold(self.campaign, txn.events, now)
+            state = self._fold(txn.events, now)
             pending = state.pending_decisions
             if stage is None:
                 if not pending:
@@ -379,7 +384,7 @@ class Acting(Observing):
         if failed and not (note or "").strip():
             raise InputError("accept --override needs a --note saying why")
         with self.journal.transaction() as txn:
-            current = fold(self.campaign, txn.events, now).runs[run_id]
+            current = self._fold(txn.events, now).runs[run_id]
             self._judgeable(run_id, current)
             if current.verdict == "accepted":
                 return None
@@ -396,7 +401,7 @@ class Acting(Observing):
         if not note.strip():
             raise InputError("reject needs a --note saying why")
         with self.journal.transaction() as txn:
-            current = fold(self.campaign, txn.events, now).runs[run_id]
+            current = self._fold(txn.events, now).runs[run_id]
             self._judgeable(run_id, current, rejecting=True)
             if current.verdict == "rejected":
                 return None
