@@ -218,3 +218,24 @@ def test_a_peer_journal_that_changed_is_read_again(fleet: dict[str, Any]) -> Non
     again = cache.pull()
     assert again is not None and again.reread
     assert cache.journal_path.read_text() == text
+
+
+def test_check_machines_against_stages_and_count(tmp_path: Path) -> None:
+    """`cockpit check` (no sshd needed): a stage on a machine without an entry, and
+    entries that are not the package's machines 1..count, are located errors."""
+    from tests.conftest import run_cockpit
+
+    one = {"1": {"ssh": "host-a", "path": "/c"}}
+    path = _campaign(tmp_path / "a", one)  # the variant runs on machine 2: no entry
+    result = run_cockpit("check", str(path))
+    assert result.returncode == 2
+    assert "stage 'variant' runs on machine 2, which has no entry under machines:" \
+        in result.stderr
+    assert "machines lists 1 but the package count is 2" in result.stderr
+    both = {**one, "2": {"ssh": "host-b", "path": "/c", "port": 2222,
+                         "ssh_config": "~/.ssh/campaign.conf"}}
+    ok = run_cockpit("check", str(_campaign(tmp_path / "b", both)))
+    assert ok.returncode == 0, ok.stderr
+    bad = run_cockpit("check", str(_campaign(tmp_path / "c", {
+        **both, "2": {"ssh": "-oProxyCommand=x", "path": "/c"}})))
+    assert bad.returncode == 2 and "may not start with '-'" in bad.stderr
