@@ -96,9 +96,12 @@ class Sshd:
     def kill(self) -> None:
         if self.proc is None:
             return
+        # Only the sshd processes (the listener and one per connection): a shell they
+        # started ends by itself with its connection and runs its exit traps (a SIGKILL
+        # to a login shell mid-`pyenv rehash` would leave that tool's lock behind).
         try:
             procs = [psutil.Process(self.proc.pid)]
-            procs += procs[0].children(recursive=True)
+            procs += [p for p in procs[0].children(recursive=True) if p.name().startswith("sshd")]
         except psutil.NoSuchProcess:
             procs = []
         for p in procs:

@@ -81,8 +81,12 @@ def fleet(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 def cockpit(env: dict[str, str], *args: str,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "cockpit", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    try:
+        return subprocess.run([PY, "-m", "cockpit", *args], env=env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"cockpit {' '.join(args)}: no answer in {timeout} s; "
+                             f"stdout {exc.stdout!r}, stderr {exc.stderr!r}") from None
 
 
 def headless(fx: dict[str, Any], machine: int) -> subprocess.Popen[bytes]:
@@ -185,13 +189,14 @@ def test_two_machines_one_campaign(fleet: dict[str, Any]) -> None:
 
     # Back: the pull resumes from the byte it held (same copy, appended, not re-read).
     fx["servers"][1].start()
-    size = (m2.parent / ".cockpit" / "journal.jsonl").stat().st_size
-    wait_for("machine 2's new bytes on machine 1", lambda: copy.stat().st_size == size,
-             timeout=20)
+    source = m2.parent / ".cockpit" / "journal.jsonl"
+    wait_for("machine 2's new bytes on machine 1",
+             lambda: copy.stat().st_size == source.stat().st_size > held.st_size, timeout=30)
     after = copy.stat()
     assert after.st_ino == held.st_ino  # appended to, never replaced
+    assert copy.read_bytes() == source.read_bytes()
     state = json.loads((copy.parent / "state.json").read_text())
-    assert state["offset"] == size > held.st_size
+    assert state["offset"] == after.st_size > held.st_size
     wait_for("machine 2 reachable again", lambda: not any(
         "UNREACHABLE" in w for w in last_status(m1)["warnings"]), timeout=10)
 

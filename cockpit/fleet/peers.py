@@ -248,7 +248,9 @@ class PeerLink:
             result = self.cache.pull(timeout)
         except (SshError, OSError) as exc:
             self.reachable, self.error = False, str(exc)
-            self.backoff = min(MAX_BACKOFF_S, max(self.interval, self.backoff * 2 or 1.0))
+            # Doubling, up to 15 intervals (30 s at the default 2 s), never past 30 s.
+            cap = min(MAX_BACKOFF_S, self.interval * 15)
+            self.backoff = min(cap, max(self.interval, self.backoff * 2 or 1.0))
             return
         self.reachable, self.error, self.backoff = True, None, 0.0
         self.last_ok = time.time()

@@ -11,11 +11,14 @@ every command has a time limit.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
+import socket as sock
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,29 +49,79 @@ def control_dir() -> Path:
     return folder
 
 
-def ssh_argv(machine: Machine, remote: str, *, connect_timeout: int = CONNECT_TIMEOUT_S,
-             base: Path | None = None) -> list[str]:
-    """``ssh`` with the reuse and safety options, then the remote command (one word)."""
+def control_path(machine: Machine, base: Path | None = None) -> Path:
     key = f"{machine.ssh}|{machine.port}|{machine.ssh_config}"
     tag = hashlib.sha256(key.encode()).hexdigest()[:16]
-    socket = (base or control_dir()) / f"{tag}.sock"
+    return (base or control_dir()) / f"{tag}.sock"
+
+
+def ssh_argv(machine: Machine, remote: str | None, *, connect_timeout: int = CONNECT_TIMEOUT_S,
+             base: Path | None = None, master: str = "no") -> list[str]:
+    """``ssh`` with the reuse and safety options, then the remote command (one word).
+
+    Commands use the master connection's socket (``ControlMaster=no``: when there is
+    none, ssh connects directly); :func:`ensure_master` starts the master, detached
+    from every pipe (a master started by a command would hold its output open)."""
+    socket = control_path(machine, base)
     argv = ["ssh"]
     if machine.ssh_config:
         argv += ["-F", os.path.expanduser(machine.ssh_config)]
     if machine.port:
         argv += ["-p", str(machine.port)]
     argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}",
-             "-o", "ControlMaster=auto", "-o", f"ControlPath={socket}",
+             "-o", f"ControlMaster={master}", "-o", f"ControlPath={socket}",
              "-o", f"ControlPersist={CONTROL_PERSIST_S}",
              "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2",
-             "-e", "none", "-T", "--", machine.ssh, remote]
-    return argv
+             "-e", "none", "-T"]
+    if remote is None:
+        return [*argv, "-N", "-f", "--", machine.ssh]
+    return [*argv, "--", machine.ssh, remote]
+
+
+def master_alive(machine: Machine) -> bool:
+    path = control_path(machine)
+    with sock.socket(sock.AF_UNIX, sock.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def ensure_master(machine: Machine, timeout: float) -> None:
+    """Start the shared connection when none lives (``ssh -N -f``: it goes to the
+    background once authenticated; its stdio is /dev/null and a file, never our pipes)."""
+    if master_alive(machine):
+        return
+    with contextlib.suppress(FileNotFoundError):
+        control_path(machine).unlink()  # a dead master's socket
+    argv = ssh_argv(machine, None, connect_timeout=max(1, min(CONNECT_TIMEOUT_S, int(timeout))),
+                    master="yes")
+    with tempfile.TemporaryFile() as err:
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=err, timeout=timeout, check=False,
+                                  start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise SshError(f"machine {machine.number} ({machine.ssh}): no connection within "
+                           f"{timeout:g} s") from None
+        except OSError as exc:
+            raise SshError(f"cannot run ssh: {exc.strerror}") from None
+        if done.returncode != 0:
+            err.seek(0)
+            why = err.read().decode("utf-8", "replace").strip().splitlines()
+            raise SshError(f"machine {machine.number} ({machine.ssh}): "
+                           f"{why[-1] if why else 'ssh failed'}")
 
 
 def run_ssh(machine: Machine, remote: str, *, timeout: float = COMMAND_TIMEOUT_S,
             stdin: bytes | None = None) -> SshResult:
     """Run ``remote`` (a shell command line) on ``machine``; SshError when ssh itself
     fails (exit 255) or the time limit passes."""
+    started = time.monotonic()
+    ensure_master(machine, timeout)
+    timeout = max(1.0, timeout - (time.monotonic() - started))
     argv = ssh_argv(machine, remote, connect_timeout=max(1, min(CONNECT_TIMEOUT_S,
                                                                 int(timeout))))
     try:
@@ -89,7 +142,7 @@ def run_ssh(machine: Machine, remote: str, *, timeout: float = COMMAND_TIMEOUT_S
 def close_master(machine: Machine) -> None:
     """End the shared connection (``ssh -O exit``), e.g. when a cockpit quits."""
     argv = ssh_argv(machine, "true")
-    argv = ["ssh", "-O", "exit", *argv[1:argv.index("--")], machine.ssh]
+    argv = ["ssh", "-O", "exit", *argv[1:argv.index("-e")], machine.ssh]
     try:
         subprocess.run(argv, capture_output=True, timeout=5, check=False)
     except (subprocess.TimeoutExpired, OSError):
