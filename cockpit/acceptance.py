@@ -33,7 +33,7 @@ from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.metric_tail import last_values
 from cockpit.runs.reload_check import VerifyReport, run_verify_command, verify_checkpoint
 from cockpit.runs.supervisor import report_path
-from cockpit.state import FAILED, STOPPED, SUCCEEDED, CampaignState, fold
+from cockpit.state import FAILED, STOPPED, SUCCEEDED, CampaignState
 
 ENDED_RUN_STATES = (SUCCEEDED, FAILED, STOPPED)
 
@@ -280,7 +280,7 @@ def record_verdict(engine: Any, run_id: str, attempt: int | None, accepted: bool
     campaign: Campaign = engine.campaign
     spec = campaign.runs[run_id]
     with engine.journal.transaction() as txn:
-        current = fold(campaign, txn.events, now).runs.get(run_id)
+        current = engine._fold(txn.events, now).runs.get(run_id)
         if current is None or current.verdict is not None or current.attempt != attempt:
             return None
         kind = "result_accepted" if accepted else "result_rejected"

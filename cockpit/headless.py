@@ -69,10 +69,13 @@ class WriteWarnings:
 
 def run_headless(args: argparse.Namespace, out: Any = None) -> int:
     out = out or sys.stdout
+    fleet = bool(getattr(args, "fleet", False))
     engine = Engine.open(args.file, auto=args.auto, actor="headless",
-                         simulate_gpus=args.simulate_gpus)
-    status_log = RotatingFile(Path(args.status_log) if args.status_log
-                              else status_log_path(args.file))
+                         simulate_gpus=args.simulate_gpus, fleet=fleet, pull="background")
+    default_log = status_log_path(args.file)
+    if fleet:  # never the status log of a machine's own headless in the same folder
+        default_log = default_log.with_name("fleet-status.jsonl")
+    status_log = RotatingFile(Path(args.status_log) if args.status_log else default_log)
     event_log = RotatingFile(Path(args.log)) if args.log else None
     prom = Path(args.prom) if args.prom else None
     flags = {"stop": False, "reopen": False}

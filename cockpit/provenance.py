@@ -259,7 +259,8 @@ def compact_environment(env: Mapping[str, Any] | None = None) -> dict[str, Any]:
     dists: Mapping[str, str] = env.get("distributions") or {}
     return {
         "python": env.get("python"), "implementation": env.get("implementation"),
-        "os": env.get("os"), "machine": env.get("machine"),
+        # "arch", not "machine": in the journal, "machine" is the fleet's machine number.
+        "os": env.get("os"), "arch": env.get("machine"),
         "distributions": {n: dists[n] for n in KEY_DISTRIBUTIONS if n in dists},
         "distributions_sha256": distributions_sha256(dists), "count": len(dists),
     }
@@ -267,9 +268,9 @@ def compact_environment(env: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 def compact_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     """What differs between two compact environments, in words (empty: the same)."""
-    keep = ("python", "implementation", "os", "machine", "distributions")
-    out = environment_changes({k: before.get(k) for k in keep},
-                              {k: after.get(k) for k in keep})
+    keep = ("python", "implementation", "os", "distributions")
+    out = environment_changes({**{k: before.get(k) for k in keep}, "machine": before.get("arch")},
+                              {**{k: after.get(k) for k in keep}, "machine": after.get("arch")})
     if before.get("distributions_sha256") != after.get("distributions_sha256") and \
             before.get("distributions") == after.get("distributions"):
         out.append(f"installed distributions changed ({before.get('count')} -> "

@@ -127,6 +127,30 @@ class EventLine:
 
 
 @dataclass(frozen=True)
+class MachineView:
+    """Another machine of the campaign (D12), as its pulled copies show it."""
+
+    machine: int
+    ssh: str
+    reachable: bool | None  # None: not reached yet
+    data_age_s: float | None  # since the last good pull (None: never)
+    error: str | None
+    held_bytes: int  # bytes of its journal held here
+    gpus: tuple[Mapping[str, Any], ...] = ()  # from its status log's last line
+    status_at: str | None = None  # when that line was written
+
+    @property
+    def label(self) -> str:
+        if self.reachable is None:
+            return f"machine {self.machine} ({self.ssh}): not reached yet"
+        age = "never" if self.data_age_s is None else f"{self.data_age_s:.0f} s old"
+        if self.reachable:
+            return f"machine {self.machine} ({self.ssh}): reachable, data {age}"
+        return f"machine {self.machine} ({self.ssh}): UNREACHABLE, last data {age} " \
+               f"({self.error})"
+
+
+@dataclass(frozen=True)
 class Snapshot:
     taken_at: datetime
     campaign: str
@@ -151,6 +175,9 @@ class Snapshot:
     # The conclusion (D1, D2) in words from the accepted results so far, when the plan
     # states one.
     conclusion: str | None = None
+    # Which machine this cockpit is (None: `cockpit fleet`) and the others (D12).
+    machine: int | None = 1
+    machines: tuple[MachineView, ...] = ()
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)
@@ -249,4 +276,14 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         out["budget"] = snap.budget
     if snap.conclusion is not None:
         out["conclusion"] = snap.conclusion
+    if snap.machines:
+        out["machine"] = snap.machine
+        out["machines"] = [machine_json(m) for m in snap.machines]
     return out
+
+
+def machine_json(m: MachineView) -> dict[str, Any]:
+    return {"machine": m.machine, "ssh": m.ssh, "reachable": m.reachable,
+            "data_age_s": None if m.data_age_s is None else round(m.data_age_s, 1),
+            "error": m.error, "held_bytes": m.held_bytes, "status_at": m.status_at,
+            "gpus": [dict(g) for g in m.gpus]}

@@ -156,6 +156,7 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
     warnings: list[str] = []
     plan_hash = rules_hash = latest_plan = None
     last_seq = 0
+    verdict_from: dict[str, tuple[Any, str]] = {}  # run -> (machine, verdict) of the last
 
     for ev in events:
         kind = ev.get("kind")
@@ -237,7 +238,18 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
                 continue
             costs.append(CostEntry(str(ev.get("label", "")), money, _when(ev)))
         elif kind in ("result_accepted", "result_rejected") and run is not None:
-            # A later verdict replaces an earlier one: the last one stands.
+            # A later verdict replaces an earlier one: the last one stands. Verdicts on one
+            # run recorded on two machines are a conflict: shown, and the later one stands.
+            verdict = "accepted" if kind == "result_accepted" else "rejected"
+            where = ev.get("machine")
+            prior = verdict_from.get(run_id)  # type: ignore[arg-type]
+            if prior is not None and prior[0] != where:
+                def name(m: Any) -> str:
+                    return "this machine" if m is None else f"machine {m}"
+                warnings.append(
+                    f"run {run_id}: verdicts on two machines ({prior[1]} on {name(prior[0])}, "
+                    f"then {verdict} on {name(where)} at {ev.get('t')}): the later one stands")
+            verdict_from[str(run_id)] = (where, verdict)
             run.update(verdict="accepted" if kind == "result_accepted" else "rejected",
                        verdict_reason=ev.get("reason"),
                        verdict_override=ev.get("override") is True)

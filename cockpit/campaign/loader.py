@@ -29,6 +29,7 @@ from cockpit.campaign.sections_guards import (
     read_settings,
     read_stop_rules,
 )
+from cockpit.campaign.sections_machines import check_machines, read_machines
 from cockpit.campaign.sections_runs import check_payload_paths, read_runs
 from cockpit.campaign.yamlread import KeyPath, parse_yaml, read_text
 from cockpit.units import Money
@@ -37,7 +38,8 @@ CAMPAIGN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 ROLES = ("control", "data_check", "resume_check", "pilot", "export", "retrieval")
 
 # The sections beyond the package and stages, each read by its own module.
-SECTION_KEYS = ("runs", "hooks", "stop_rules", "settings", "conclusion", "deadline", "on_deadline")
+SECTION_KEYS = ("runs", "hooks", "stop_rules", "settings", "conclusion", "deadline", "on_deadline",
+                "machines")
 TOP_KEYS = ("campaign", "question", "package", "offers", "stages") + SECTION_KEYS
 PACKAGE_KEYS = ("offer", "count", "start", "order_ref")
 OFFER_KEYS = ("id", "gpu", "gpus", "days", "price", "currency")
@@ -81,9 +83,11 @@ def load_campaign_text(text: str, path: str | Path) -> Campaign:
     conclusion = read_conclusion(check, data.get("conclusion"), ("conclusion",))
     deadline = read_deadline(check, data.get("deadline"), ("deadline",))
     on_deadline = read_on_deadline(check, data.get("on_deadline"), ("on_deadline",))
+    machines = read_machines(check, data.get("machines"), ("machines",))
     # Checks across sections, once every section is read.
     check_rule_runs(check, stop_rules, runs)
     check_conclusion(check, conclusion, runs)
+    check_machines(check, machines, stages, package, data.get("stages"))
     check_payload_paths(check, data.get("runs"), runs, settings.export_outside,
                         path.parent.resolve())
     check.raise_if_any()
@@ -104,6 +108,7 @@ def load_campaign_text(text: str, path: str | Path) -> Campaign:
         conclusion=conclusion,
         deadline=deadline,
         on_deadline=on_deadline,
+        machines=machines,
     )
 
 

@@ -74,6 +74,18 @@ NO_RESULT_ROLES = ("data_check", "pilot", "resume_check")
 
 
 @dataclass(frozen=True)
+class Machine:
+    """How to reach one machine of the campaign (``machines:``), over the system ``ssh``."""
+
+    number: int
+    ssh: str  # a host, user@host, or an alias of the OpenSSH client config
+    path: str  # the campaign folder on that machine
+    port: int | None = None
+    ssh_config: str | None = None  # ``ssh -F``: this OpenSSH client config file instead
+    cockpit: str = "cockpit"  # the cockpit command there (actions from `cockpit fleet`)
+
+
+@dataclass(frozen=True)
 class Stage:
     id: str
     seconds: float
@@ -298,6 +310,7 @@ class Campaign:
     conclusion: ConclusionSpec | None = None
     deadline: DeadlineSpec = field(default_factory=DeadlineSpec)
     on_deadline: str = "warn"  # one of ON_DEADLINE
+    machines: Mapping[int, Machine] = field(default_factory=dict)  # D12: how to reach each
     text: str = field(default="", repr=False, compare=False)  # the file as read
 
     @property

@@ -33,6 +33,7 @@ from cockpit.cli.actions import (
 from cockpit.cli.campaign_cmds import (
     cmd_check,
     cmd_demo,
+    cmd_fleet,
     cmd_headless,
     cmd_init,
     cmd_plan,
@@ -192,7 +193,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_cost)
 
     add_close_commands(sub)  # budget, export, verify-export
+
+    p = sub.add_parser("fleet", help="every machine of the campaign over SSH: the same "
+                       "screen, status and headless outputs; actions run where the stage lives")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="status: one JSON object on stdout")
+    p.add_argument("--line", action="store_true", help="status: one short line")
+    p.add_argument("--headless", action="store_true", help="the headless loop, no screen")
+    p.add_argument("--interval", type=_positive_seconds, default=2.0, metavar="SECONDS")
+    p.add_argument("--theme", default=None, help="default, light or high-contrast")
+    p.add_argument("--no-mouse", action="store_true", help="for slow SSH links")
+    p.add_argument("--log", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    p.add_argument("--prom", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    p.add_argument("--status-log", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    p.epilog = ("cockpit fleet FILE ACTION ...: run an action on the machine that owns it, "
+                "with the arguments of that command: " + ", ".join(FLEET_ACTIONS))
+    p.set_defaults(handler=cmd_fleet, fleet=True, auto=False, until_done=False,
+                   simulate_gpus=None, action=[])
+
+    for name, choice in sub.choices.items():
+        if name in MACHINE_COMMANDS:
+            choice.add_argument("--machine", type=int, default=None, metavar="N",
+                                help="this cockpit is machine N of the campaign (D12; also "
+                                     "COCKPIT_MACHINE; default 1): it runs only its stages")
     return parser
+
+
+# The actions `cockpit fleet FILE ACTION ...` runs on the owning machine.
+FLEET_ACTIONS = ("start", "stop", "mark", "decide", "accept", "reject", "note", "cost")
+# The commands that act as one machine of a multi-machine campaign.
+MACHINE_COMMANDS = ("status", "headless", "tui", "verify", "start", "mark", "stop", "decide",
+                    "accept", "reject", "note", "cost", "budget", "export", "next")
 
 
 def _positive_seconds(text: str) -> float:
@@ -212,7 +243,7 @@ def _simulate(p: argparse.ArgumentParser) -> None:
 
 COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "init", "start", "mark",
             "stop", "decide", "accept", "reject", "note", "cost", "budget", "export",
-            "verify-export", "next")
+            "verify-export", "next", "fleet")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,12 +251,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words and not words[0].startswith("-") and words[0] not in COMMANDS:
         words.insert(0, "tui")  # `cockpit FILE` opens the cockpit
+    action: list[str] = []
+    if words[:1] == ["fleet"]:  # `cockpit fleet FILE ACTION ...`: the action's own words
+        at = next((i for i, w in enumerate(words) if i >= 2 and w in FLEET_ACTIONS), None)
+        if at is not None:
+            words, action = words[:at], words[at:]
     args = parser.parse_args(words)
+    if action:
+        args.action = action
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
+    machine = getattr(args, "machine", None)
+    prior = os.environ.get("COCKPIT_MACHINE")
     try:
+        if machine is not None:
+            if machine < 1:
+                print(f"cockpit: --machine {machine}: a machine is a number from 1",
+                      file=sys.stderr)
+                return EXIT_BAD_INPUT
+            os.environ["COCKPIT_MACHINE"] = str(machine)
         return handler(args)
     except InputError as exc:
         print(exc.text, file=sys.stderr)
@@ -241,3 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               "cockpit: this is a bug in the cockpit, please report it with the traceback "
               "(set COCKPIT_DEBUG=1 to see it)", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        if machine is not None:
+            if prior is None:
+                os.environ.pop("COCKPIT_MACHINE", None)
+            else:
+                os.environ["COCKPIT_MACHINE"] = prior

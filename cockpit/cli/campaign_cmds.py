@@ -44,7 +44,8 @@ def _line_from_status_log(file: str) -> str | None:
 
 @acting
 def cmd_status(args: argparse.Namespace) -> int:
-    if args.line:
+    fleet = bool(getattr(args, "fleet", False))
+    if args.line and not fleet:
         line = _line_from_status_log(args.file)
         if line is not None:
             print(line)
@@ -58,13 +59,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.line:
         # No long NVML init for a status bar: GPUs show as n/a unless simulated.
         engine = Engine.open(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
-                             telemetry=bool(args.simulate_gpus))
+                             telemetry=bool(args.simulate_gpus), fleet=fleet,
+                             pull="once" if fleet else "cache")
         try:
             print(status_line(compact_json(engine.tick())))
         finally:
             engine.close()
         return EXIT_OK
-    engine = Engine.open(args.file, read_only=True, simulate_gpus=args.simulate_gpus)
+    engine = Engine.open(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
+                         fleet=fleet)
     try:
         snap = engine.tick()
     finally:
@@ -73,6 +76,59 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(snapshot_json(snap), indent=2))
     else:
         print(status_text(snap))
+    return EXIT_OK
+
+
+@acting
+def cmd_fleet(args: argparse.Namespace) -> int:
+    """`cockpit fleet FILE`: every machine, read over SSH; an action runs on its owner."""
+    if args.action:
+        return _fleet_action(args)
+    if args.json or args.line:
+        return cmd_status(args)
+    if args.headless:
+        from cockpit.headless import run_headless
+
+        return run_headless(args)
+    from cockpit.tui.app import run_tui
+
+    return run_tui(args)
+
+
+def _fleet_action(args: argparse.Namespace) -> int:
+    from cockpit.cli import FLEET_ACTIONS, build_parser
+    from cockpit.engine import Engine, describe_event
+    from cockpit.errors import InputError
+
+    words = list(args.action)
+    if not words or words[0] not in FLEET_ACTIONS:
+        raise InputError(f"cockpit fleet: the action must be one of {', '.join(FLEET_ACTIONS)}")
+    # The action's own arguments, checked here as the command itself checks them.
+    sub = build_parser().parse_args([words[0], args.file, *words[1:]])
+    engine = Engine.open(args.file, fleet=True, telemetry=False, pull="once")
+    try:
+        what = words[0]
+        if what == "start":
+            out: Any = engine.start(sub.stage, force=sub.force)
+        elif what == "stop":
+            out = engine.stop(sub.target, sub.reason)
+        elif what == "mark":
+            out = engine.mark(sub.stage, sub.what, sub.note)
+        elif what == "decide":
+            out = engine.decide(sub.outcome, stage=sub.stage, drops=sub.drop, note=sub.note)
+        elif what == "accept":
+            out = engine.accept(sub.run, sub.note, override=sub.override)
+        elif what == "reject":
+            out = engine.reject(sub.run, sub.note)
+        elif what == "note":
+            out = engine.note(sub.stage, sub.text)
+        else:
+            out = engine.cost(sub.label, sub.amount, sub.currency)
+    finally:
+        engine.close()
+    for ev in out if isinstance(out, list) else [out] if out else []:
+        text = ev.get("text") if ev.get("kind") == "remote" else describe_event(ev)
+        print(f"machine {ev.get('machine')}: journal #{ev.get('seq')} {ev.get('t')} {text}")
     return EXIT_OK
 
 

@@ -20,6 +20,7 @@ Where each behaviour lives:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -42,22 +43,42 @@ class Engine(Guarding):
     def open(cls, path: str | Path, *, auto: bool = False, actor: str = "cockpit",
              simulate_gpus: int | None = None, read_only: bool = False,
              telemetry: bool = True, clock: Clock | Callable[[], datetime] | None = None,
+             machine: int | None = None, fleet: bool = False, pull: str = "once",
              ) -> Engine:
         """Load the campaign file, start the default samplers, and make the engine.
 
         ``simulate_gpus`` is the ``--simulate-gpus`` value (None: COCKPIT_SIMULATE_GPUS
         or real NVML). ``telemetry=False`` samples nothing (a one-shot action needs no
-        NVML start-up)."""
+        NVML start-up). ``machine`` is this cockpit's machine (None: COCKPIT_MACHINE, or
+        1); ``fleet`` makes the read-only engine of `cockpit fleet` (every machine a peer,
+        no journal of its own). With ``machines:`` in the campaign the other machines'
+        journals are pulled: ``pull="background"`` in a thread (the faces), ``"once"``
+        now, within a time limit (one-shot commands), ``"cache"`` not at all."""
         from cockpit.campaign import load_campaign
+        from cockpit.fleet.peers import NullJournal, PeerSet
         from cockpit.telemetry import simulate_count_from_env
 
         campaign = load_campaign(path)
+        own: int | None = None if fleet else (machine or machine_from_env())
+        peers: PeerSet | None = None
+        if campaign.machines and (fleet or set(campaign.machines) - {own}):
+            peers = PeerSet(campaign, own)
+            if pull == "background":
+                peers.start()
+            elif pull == "once":
+                peers.pull_now()
         gpu: GpuSampler | None = None
         host: HostSampler | None = None
-        if telemetry:
+        if telemetry and not fleet:
             gpu, host = default_samplers(campaign, simulate_count_from_env(simulate_gpus))
-        return cls(campaign, gpu_sampler=gpu, host_sampler=host, auto=auto,
-                   read_only=read_only, clock=clock, actor=actor)
+        klass = cls
+        if fleet:
+            from cockpit.fleet.remote import FleetEngine
+
+            klass = FleetEngine
+        return klass(campaign, gpu_sampler=gpu, host_sampler=host, auto=auto and not fleet,
+                   read_only=read_only or fleet, clock=clock, actor=actor, machine=own,
+                   peers=peers, journal=NullJournal() if fleet else None)
 
     def tick(self, now: datetime | None = None) -> Snapshot:
         now = now or self.clock.now()
@@ -87,9 +108,20 @@ class Engine(Guarding):
             gpu_memory=self._gpu_memory_by_run(state),
             journal_problems=tuple(self.journal.problems()), events=tuple(self._recent),
             rules_hash=self._rules_hash, auto=self.auto, new_events=tuple(self._fresh),
-            decided_planned_s=self._decided_planned_s(state))
+            decided_planned_s=self._decided_planned_s(state), machine=self.machine,
+            machines=self._machine_views(now))
         self._fresh = []
         return build_snapshot(self.campaign, state, obs, now)
+
+
+def machine_from_env() -> int:
+    """COCKPIT_MACHINE (a number from 1), or 1."""
+    raw = os.environ.get("COCKPIT_MACHINE", "").strip()
+    if not raw:
+        return 1
+    if not raw.isdigit() or int(raw) < 1:
+        raise InputError(f"COCKPIT_MACHINE={raw!r}: a machine is a number from 1")
+    return int(raw)
 
 
 def default_samplers(campaign: Campaign, simulate: int) -> tuple[GpuSampler, HostSampler]:

@@ -86,9 +86,10 @@ class Acting(Recording):
         if stage.command is None:
             raise ActionRefused(f"stage {stage_id!r} has no command: mark it with "
                                 f"`cockpit mark FILE {stage_id} started|done`")
+        self._refuse_other_machine(stage, "start")
         now = now or self.clock.now()
         with self.journal.transaction() as txn:
-            state = fold(self.campaign, txn.events, now)
+            state = self._fold(txn.events, now)
             st = state.stages[stage_id]
             if st.state == RUNNING and st.claim is not None:
                 raise ActionRefused(f"stage {stage_id!r} is being launched (claim #{st.claim}): "
@@ -185,7 +186,7 @@ class Acting(Recording):
         with that pid); none found once ``claim_grace_s`` has passed means the launch
         failed (recorded). Claimed under the lock, so two cockpits record it once."""
         for st in state.stages.values():
-            if st.claim is None or st.state != RUNNING:
+            if st.claim is None or st.state != RUNNING or not self._mine(st.id):
                 continue
             stage = self.campaign.stage(st.id)
             marker = st.marker or launch_marker(self.campaign, st.id, st.claim)
@@ -224,8 +225,9 @@ class Acting(Recording):
         now = now or self.clock.now()
         if what not in ("started", "done", "skipped"):
             raise InputError(f"mark: {what!r} is not one of started, done, skipped")
+        self._refuse_other_machine(stage, "mark")
         with self.journal.transaction() as txn:
-            state = fold(self.campaign, txn.events, now)
+            state = self._fold(txn.events, now)
             st = state.stages[stage_id]
             self._record_plan(txn, state, now)
             written: list[dict[str, Any]] = []
@@ -267,8 +269,11 @@ class Acting(Recording):
         if not reason.strip():
             raise InputError("stop: a reason is required (D15: keep the reason)")
         run_id = self._run_of(target)
+        owner = self.campaign.stage_of_run(run_id)
+        if owner is not None:
+            self._refuse_other_machine(owner, "stop")
         with self.journal.transaction() as txn:
-            state = fold(self.campaign, txn.events, now)
+            state = self._fold(txn.events, now)
             run = state.runs.get(run_id)
             if run is None or run.state != RUNNING:
                 raise ActionRefused(f"run {run_id!r} is not running")
@@ -307,7 +312,7 @@ class Acting(Recording):
                 raise ActionRefused(f"stage {d!r} is essential: limit drops only useful or "
                                     "exploratory stages (D3)")
         with self.journal.transaction() as txn:
-            state = fold(self.campaign, txn.events, now)
+            state = self._fold(txn.events, now)
             pending = state.pending_decisions
             if stage is None:
                 if not pending:

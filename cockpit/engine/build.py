@@ -26,6 +26,7 @@ from cockpit.runs.metrics import MetricPoint, MetricStream
 from cockpit.snapshot import (
     CheckpointView,
     EventLine,
+    MachineView,
     RuleView,
     RunView,
     Snapshot,
@@ -53,6 +54,8 @@ class Observations:
     new_events: tuple[EventLine, ...] = ()
     # Planned seconds per stage in the plan as decided, where the file changed since (D24).
     decided_planned_s: Mapping[str, float] = field(default_factory=dict)
+    machine: int | None = 1
+    machines: tuple[MachineView, ...] = ()
 
 
 def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
@@ -154,7 +157,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         rules=tuple(rules), pending_decisions=state.pending_decisions,
         revised=state.revised, gpus=obs.gpu, host=obs.host, warnings=tuple(warnings),
         events=obs.events, auto=obs.auto, budget=budget(campaign, state, now),
-        new_events=obs.new_events, conclusion=conclusion_text(campaign, state, obs.streams))
+        new_events=obs.new_events, conclusion=conclusion_text(campaign, state, obs.streams),
+        machine=obs.machine, machines=obs.machines)
 
 
 RATE_WINDOW_S = 60.0  # throughput over the last minute of reports (or the last 50 points)
@@ -279,6 +283,9 @@ def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
     for problem in obs.journal_problems:
         yield f"journal line {problem.line}: {problem.message}"
     yield from state.journal_warnings
+    for m in obs.machines:
+        if m.reachable is False:
+            yield m.label
     if verdict == "exceeds":
         yield ("the forecast exceeds the rental window (D11): see the options" if options
                else f"the forecast exceeds the rental window (D11): "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,14 +32,15 @@ from cockpit.engine.ports import (
     Supervisor,
     as_clock,
 )
-from cockpit.errors import InputError
+from cockpit.errors import ActionRefused, InputError
+from cockpit.fleet.peers import PeerSet, merge_events
 from cockpit.hooks import HookRunner
 from cockpit.journal import Journal, parse_time
 from cockpit.runs.checkpoint_verifier import BackgroundVerifier
 from cockpit.runs.checkpoints import CheckpointScan, CheckpointScanner
 from cockpit.runs.metrics import MetricStream
 from cockpit.runs.rules import rules_hash
-from cockpit.snapshot import EventLine
+from cockpit.snapshot import EventLine, MachineView
 from cockpit.state import CampaignState, fold
 from cockpit.telemetry import GpuReading, HostInfo, IdleDetector
 
@@ -89,8 +91,15 @@ class EngineCore:
         actor: str = "cockpit",
         journal: EventJournal | None = None,
         supervisor: Supervisor | None = None,
+        machine: int | None = 1,
+        peers: PeerSet | None = None,
     ) -> None:
         self.campaign = campaign
+        # Which machine this cockpit is (D12): it launches, stops and supervises only the
+        # stages of this machine. None: `cockpit fleet`, every machine is a peer.
+        self.machine = machine
+        self.peers = peers
+        self._peer_seen: dict[int, int] = {}
         self.journal: EventJournal = (journal if journal is not None
                                       else Journal(campaign.state_dir / "journal.jsonl"))
         self.supervisor: Supervisor = supervisor if supervisor is not None \
@@ -126,6 +135,7 @@ class EngineCore:
         self._idle: dict[int, IdleDetector] = {}
         self._idle_args = (settings.idle_util_pct, settings.idle_grace_s)
         # Events up to here are history: a face announces only what happens after.
+        self._peers_opened = False
         self._opened_seq = max((int(ev.get("seq", 0)) for ev in self.journal.events()),
                                default=0)
         if gpu_sampler is not None:
@@ -133,10 +143,24 @@ class EngineCore:
 
     # ------------------------------------------------------------------ reading
     def state(self, now: datetime | None = None) -> CampaignState:
-        """The folded state; refolded only when the journal grew."""
+        """The folded state; refolded only when the journal (or a peer's copy) grew."""
         events = self.journal.events()
         last = events[-1]["seq"] if events else 0
-        if self._state is None or last != self._state_seq or len(events) != self._events_seen:
+        peers = self._peer_events()
+        grown = any(len(p) != self._peer_seen.get(i, 0) for i, p in enumerate(peers))
+        if self._state is None or last != self._state_seq or len(events) != self._events_seen \
+                or grown:
+            fresh = [ev for i, p in enumerate(peers) for ev in p[self._peer_seen.get(i, 0):]]
+            self._peer_seen = {i: len(p) for i, p in enumerate(peers)}
+            for ev in fresh:
+                seq = int(ev.get("seq", 0))
+                line = EventLine(seq, parse_t(ev), ev["kind"],
+                                 f"[machine {ev.get('machine')}] {describe_event(ev)}",
+                                 fields=MappingProxyType(dict(ev)),
+                                 earlier=self._peers_opened is False)
+                self._recent.append(line)
+                self._fresh.append(line)
+            self._peers_opened = True
             for ev in events[self._events_seen:]:
                 if "key" in ev:
                     self._keys.add(str(ev["key"]))
@@ -147,13 +171,68 @@ class EngineCore:
                 self._recent.append(line)
                 self._fresh.append(line)
             self._events_seen = len(events)
-            self._state = fold(self.campaign, events, now or self.clock.now())
+            self._state = fold(self.campaign, self._merge(events, peers), now or self.clock.now())
             self._state_seq = last
         return self._state
 
     def close(self) -> None:
         if self.gpu_sampler is not None:
             self.gpu_sampler.close()
+        if self.peers is not None:
+            self.peers.close()
+
+    # ------------------------------------------------------------------ machines (D12)
+    def _machine_views(self, now: datetime) -> tuple[MachineView, ...]:
+        if self.peers is None:
+            return ()
+        wall = time.time()
+        out = []
+        for v in self.peers.views():
+            status = v.status or {}
+            gpus = status.get("gpus")
+            out.append(MachineView(
+                v.machine, v.ssh, v.reachable, v.age_s(wall), v.error, v.held_bytes,
+                tuple(g for g in gpus if isinstance(g, dict)) if isinstance(gpus, list) else (),
+                str(status["t"]) if "t" in status else None))
+        return tuple(out)
+
+    def _peer_events(self) -> list[list[dict[str, Any]]]:
+        return self.peers.events() if self.peers is not None else []
+
+    def _merge(self, own: list[dict[str, Any]],
+               peers: list[list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+        """The own journal's events with the peers' (tagged ``machine``), one history."""
+        if peers is None:
+            peers = self._peer_events()
+        if not peers:
+            return own
+        return merge_events(own, peers, self.machine or 0)
+
+    def _fold(self, own: list[dict[str, Any]], now: datetime) -> CampaignState:
+        """``fold`` over the own events (read under the lock) and the peers' copies."""
+        return fold(self.campaign, self._merge(own), now)
+
+    def _mine(self, stage_id: str | None) -> bool:
+        """Whether a stage (by id) is this machine's to launch, stop and supervise."""
+        if stage_id is None:
+            return False
+        try:
+            return self.campaign.stage(stage_id).machine == self.machine
+        except KeyError:
+            return False
+
+    def _mine_run(self, run_id: str) -> bool:
+        stage = self.campaign.stage_of_run(run_id)
+        return stage is not None and stage.machine == self.machine
+
+    def _refuse_other_machine(self, stage: Stage, what: str) -> None:
+        if stage.machine != self.machine:
+            here = "cockpit fleet (no machine)" if self.machine is None \
+                else f"this cockpit is machine {self.machine}"
+            raise ActionRefused(
+                f"stage {stage.id!r} runs on machine {stage.machine} and {here}: {what} it "
+                f"there (`--machine {stage.machine}` or COCKPIT_MACHINE={stage.machine}), "
+                f"or from anywhere with `cockpit fleet FILE {what} ...`")
 
     # ------------------------------------------------------------------ lookups
     def stage_status(self, state: CampaignState, stage: Stage) -> str:

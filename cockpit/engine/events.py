@@ -68,7 +68,7 @@ _KINDS = (
               lambda ev: f"campaign file changed after the plan was decided (now sha256 "
                          f"{_short(ev.get('sha256'))}); the plan as decided still stands (D24)"),
     EventKind("environment_recorded", "engine.actions (start, the first run)",
-              ("python", "implementation", "os", "machine", "distributions",
+              ("python", "implementation", "os", "arch", "distributions",
                "distributions_sha256", "count"),
               lambda ev: "environment recorded at the first run start (the export warns of "
                          "a change)"),

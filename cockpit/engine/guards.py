@@ -36,7 +36,7 @@ from cockpit.planning.deadline import (
 )
 from cockpit.planning.forecast import forecast
 from cockpit.runs.rules import Firing, check_points, check_restart
-from cockpit.state import DONE, FAILED, PENDING, RUNNING, STOPPED, CampaignState, RunState, fold
+from cockpit.state import DONE, FAILED, PENDING, RUNNING, STOPPED, CampaignState, RunState
 from cockpit.units import format_duration
 
 HOOK_MAX_AGE_S = 600.0
@@ -48,7 +48,7 @@ class Guarding(Acting):
         fresh = self._poll_streams(state, now)
         rules = self.campaign.stop_rules
         for run in state.runs.values():
-            if run.state != RUNNING:
+            if run.state != RUNNING or not self._mine_run(run.id):
                 continue
             fired = state.fired_for(run.id, run.attempt)
             for rule in rules:
@@ -72,7 +72,7 @@ class Guarding(Acting):
 
     def _fire(self, run_id: str, firing: Firing, now: datetime) -> None:
         with self.journal.transaction() as txn:
-            state = fold(self.campaign, txn.events, now)
+            state = self._fold(txn.events, now)
             run = state.runs[run_id]
             if firing.rule in state.fired_for(run_id, run.attempt) or run.state != RUNNING:
                 return  # fired once per run, whichever cockpit saw it first
@@ -92,7 +92,8 @@ class Guarding(Acting):
         grace = self.campaign.settings.stop_grace_s
         for run in state.runs.values():
             stop = run.stop
-            if stop is None or stop.done or run.state != RUNNING or stop.at is None:
+            if stop is None or stop.done or run.state != RUNNING or stop.at is None \
+                    or not self._mine_run(run.id):
                 continue
             if (now - stop.at).total_seconds() < grace or \
                     not self.supervisor.group_alive(run.pgid, run.marker):
@@ -120,7 +121,7 @@ class Guarding(Acting):
         if state.revised:
             return
         for stage in self.campaign.stages:
-            if stage.command is None:
+            if stage.command is None or stage.machine != self.machine:
                 continue
             current = self.state(now)
             if self.stage_status(current, stage) != "ready":
@@ -202,13 +203,13 @@ class Guarding(Acting):
         for run in state.runs.values():
             stage = self.campaign.stage_of_run(run.id)
             if run.state == RUNNING and run.stop is None and stage is not None \
-                    and stage.category in OPTIONAL_CATEGORIES:
+                    and stage.category in OPTIONAL_CATEGORIES and stage.machine == self.machine:
                 with contextlib.suppress(ActionRefused):
                     self.stop(run.id, "window deadline: export and retrieval need the time "
                                       "left (D19)", now=now, rule="deadline")
         export = next((s for s in self.campaign.stages if (s.role or s.id) == "export"), None)
         if export is not None and export.command is not None \
-                and state.stages[export.id].state == PENDING:
+                and state.stages[export.id].state == PENDING and export.machine == self.machine:
             with contextlib.suppress(ActionRefused):
                 self.start(export.id, force=True, now=now)
 
@@ -222,6 +223,8 @@ class Guarding(Acting):
         deciders = {s.id for s in self.campaign.stages if s.decision_point}
         for line in list(self._fresh):
             event = dict(line.fields)
+            if "machine" in event:
+                continue  # another machine's event: its own cockpit runs its hooks
             name = hook_event_name(event, deciders)
             if name is None or name not in hooks:
                 continue

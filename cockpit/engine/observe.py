@@ -30,7 +30,7 @@ from cockpit.runs.checkpoints import CheckpointScanner
 from cockpit.runs.metric_tail import seed_from_tail
 from cockpit.runs.metrics import MetricStream
 from cockpit.runs.supervisor import stage_gpus
-from cockpit.state import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState, fold
+from cockpit.state import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState
 from cockpit.telemetry import IdleDetector
 
 
@@ -39,7 +39,7 @@ class Observing(EngineCore):
     def _record_exits(self, state: CampaignState, now: datetime) -> None:
         """A supervised stage whose wrapper is gone: run_exited (+ stop_done), stage_finished."""
         for st in state.stages.values():
-            if st.state != RUNNING or st.manual or not st.pid:
+            if st.state != RUNNING or st.manual or not st.pid or not self._mine(st.id):
                 continue
             if self.supervisor.alive(st.pid, st.create_time):
                 continue
@@ -57,10 +57,10 @@ class Observing(EngineCore):
             info = self.supervisor.read_exit(st.exit_file) or {}
             code = info.get("code")
             with self.journal.transaction() as txn:
-                current = fold(self.campaign, txn.events, now).stages[st.id]
+                current = self._fold(txn.events, now).stages[st.id]
                 if current.state != RUNNING or current.attempt != st.attempt:
                     continue  # another cockpit recorded it first
-                run = current.run and fold(self.campaign, txn.events, now).runs.get(current.run)
+                run = current.run and self._fold(txn.events, now).runs.get(current.run)
                 stopped = bool(run and run.stop is not None and run.attempt == st.attempt)
                 outcome = STOPPED if stopped else (DONE if code == 0 else FAILED)
                 reason = None
@@ -94,8 +94,8 @@ class Observing(EngineCore):
         """New metric points per run of the current attempt (points of older attempts skipped)."""
         fresh: dict[str, list[Any]] = {}
         for run in state.runs.values():
-            if run.state == NOT_STARTED:
-                continue
+            if run.state == NOT_STARTED or not self._mine_run(run.id):
+                continue  # another machine's run: its files are there, its cockpit reads them
             started = run.started_at.timestamp() - 1.0 if run.started_at else None
             stream = self._stream(run.id, run.attempt, started)
             points = stream.poll()
@@ -135,7 +135,8 @@ class Observing(EngineCore):
         for run in state.runs.values():
             view = self._ckpt_views.get(run.id)
             spec = self.campaign.runs.get(run.id)
-            if run.state != RUNNING or view is None or view.newest is None or spec is None:
+            if run.state != RUNNING or view is None or view.newest is None or spec is None \
+                    or not self._mine_run(run.id):
                 continue
             path = str(view.newest.path)
             mine = [v for v in run.verified if v.get("attempt") == run.attempt]
@@ -165,6 +166,8 @@ class Observing(EngineCore):
             record_verdict(self, str(key[0]), key[1], bool(accepted), list(reasons), now)
         state = self.state(now)
         for run_id in awaiting_verdict(self.campaign, state):
+            if not self._mine_run(run_id):
+                continue  # judged on its own machine
             run = state.runs[run_id]
             key = (run_id, run.attempt)
             if key in self._judging:
@@ -208,7 +211,7 @@ class Observing(EngineCore):
         state = self.state(now)
         held: set[int] = set()
         for stage in self.campaign.stages:
-            if stage.machine == 1 and state.stages[stage.id].state == RUNNING:
+            if stage.machine == self.machine and state.stages[stage.id].state == RUNNING:
                 held |= set(stage_gpus(stage, self.campaign.package.offer.gpus))
         out = []
         for gpu in self._gpu.gpus:
@@ -223,7 +226,7 @@ class Observing(EngineCore):
         """Where NVML shows a run's pid (or its children) on a GPU, its memory."""
         out: dict[str, int] = {}
         pids = {run.pid: run.id for run in state.runs.values()
-                if run.state == RUNNING and run.pid}
+                if run.state == RUNNING and run.pid and self._mine_run(run.id)}
         if not pids:
             return out
         for gpu in self._gpu.gpus:

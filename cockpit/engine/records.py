@@ -22,7 +22,6 @@ from cockpit.state import (
     SUCCEEDED,
     CampaignState,
     RunState,
-    fold,
 )
 from cockpit.units import Money, plain_amount
 
@@ -39,7 +38,7 @@ class Recording(Observing):
         if not state.plan_changed:
             return {}
         if self._decided_for != state.plan_hash:
-            decided = decided_campaign(self.campaign, self.journal.events())
+            decided = decided_campaign(self.campaign, self._merge(self.journal.events()))
             self._decided_cache = {s.id: s.seconds for s in decided.stages}
             self._decided_for = state.plan_hash
         return self._decided_cache
@@ -49,7 +48,7 @@ class Recording(Observing):
         if state.latest_plan_hash is None or state.latest_plan_hash == self.campaign.sha256:
             return
         with self.journal.transaction() as txn:
-            current = fold(self.campaign, txn.events, now)
+            current = self._fold(txn.events, now)
             if current.latest_plan_hash not in (None, self.campaign.sha256):
                 txn.append("plan_changed", now=now, sha256=self.campaign.sha256,
                            path=str(self.campaign.path), text_z=pack(self.campaign.text))
@@ -77,7 +76,7 @@ class Recording(Observing):
         if failed and not (note or "").strip():
             raise InputError("accept --override needs a --note saying why")
         with self.journal.transaction() as txn:
-            current = fold(self.campaign, txn.events, now).runs[run_id]
+            current = self._fold(txn.events, now).runs[run_id]
             self._judgeable(run_id, current)
             if current.verdict == "accepted":
                 return None
@@ -94,7 +93,7 @@ class Recording(Observing):
         if not note.strip():
             raise InputError("reject needs a --note saying why")
         with self.journal.transaction() as txn:
-            current = fold(self.campaign, txn.events, now).runs[run_id]
+            current = self._fold(txn.events, now).runs[run_id]
             self._judgeable(run_id, current, rejecting=True)
             if current.verdict == "rejected":
                 return None

@@ -602,6 +602,29 @@ def now_lines(snap: Snapshot, levels: Levels) -> list[Text]:
 
 
 def gpu_summary_line(snap: Snapshot, levels: Levels) -> Text:
+    if snap.machines:  # several machines (D12): each one's GPUs, labelled by machine
+        line = Text()
+        if snap.machine is not None:
+            line.append(f"machine {snap.machine}: ", "bold")
+            line.append_text(_own_gpu_summary(snap, levels))
+        for m in snap.machines:
+            if len(line):
+                line.append(" · ")
+            line.append(f"machine {m.machine}: ", "bold")
+            if m.reachable is False:
+                age = "never" if m.data_age_s is None else f"{m.data_age_s:.0f}s old"
+                line.append(f"UNREACHABLE (data {age})", levels["fired"])
+                continue
+            utils = [float(g["util"]) for g in m.gpus
+                     if isinstance(g.get("util"), (int, float))]
+            line.append(f"{len(m.gpus)} GPUs" if m.gpus else "no GPU data")
+            if utils:
+                line.append(f" util {sum(utils) / len(utils):.0f}% avg")
+        return line
+    return _own_gpu_summary(snap, levels)
+
+
+def _own_gpu_summary(snap: Snapshot, levels: Levels) -> Text:
     reading = snap.gpus
     if reading.status == "unavailable":
         return styled([("GPU telemetry unavailable", levels["warn"])])
