@@ -57,7 +57,7 @@ def verify_tar(tar_path: str | os.PathLike[str], **options: Any) -> VerifyExport
     with tempfile.TemporaryDirectory(prefix="cockpit-verify-tar-") as tmp:
         try:
             with tarfile.open(path, mode="r:") as tar:
-                tar.extractall(tmp, filter="data")
+                _extract_data_only(tar, Path(tmp))
         except (tarfile.TarError, OSError) as exc:
             return VerifyExportReport(str(path), [first, Check(
                 "tar unpacks", False, (f"{path.name} cannot be unpacked safely: {exc}",))],
@@ -67,3 +67,19 @@ def verify_tar(tar_path: str | os.PathLike[str], **options: Any) -> VerifyExport
     report.checks.insert(0, first)
     report.bag = f"{path} (unpacked into a temporary folder, removed after)"
     return report
+
+
+def _extract_data_only(tar: tarfile.TarFile, target: Path) -> None:
+    """Unpack plain files and folders only, each inside ``target`` (tarfile's "data"
+    filter where this Python has it; the same rule by hand on older 3.10/3.11)."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(target, filter="data")
+        return
+    root = target.resolve()
+    for member in tar.getmembers():
+        where = (root / member.name).resolve()
+        if not (member.isfile() or member.isdir()) or member.name.startswith("/") \
+                or not where.is_relative_to(root):
+            raise tarfile.TarError(f"{member.name}: not a plain file or folder inside the tar")
+    tar.extractall(target)  # noqa: S202 - every member was checked above
+

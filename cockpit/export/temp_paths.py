@@ -28,6 +28,9 @@ _ABS_PATH = re.compile(r"(?<![\w.~:/\\-])(/[^\s\"'<>|;,()\[\]{}=`*]+)")
 _TMP_PARTS = re.compile(r"^(pytest-of-.+|pytest-\d+|tmp[a-z0-9_]{8})$")
 
 
+_INTERPRETER = re.compile(r"/bin/python[0-9.]*$")
+
+
 def _temp_roots() -> list[str]:
     roots = {"/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir()}
     if os.environ.get("TMPDIR"):
@@ -95,7 +98,9 @@ def no_temp_paths(bag: Path, campaign_folder: Path | None) -> Check:
             if any(_under(found, f) for f in folders):
                 continue
             if is_temporary(found, roots):
-                if history:
+                # An interpreter path (a venv in /tmp ran the stages) is the environment,
+                # not a file results need: RELOAD.md says to use one's own Python.
+                if history or _INTERPRETER.search(found):
                     history_notes.append(f"{rel} records a temporary path (history): {found}")
                 else:
                     failures.append(f"{rel} points into a temporary folder: {found}")
