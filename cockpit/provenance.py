@@ -45,7 +45,13 @@ def code_files(campaign: Campaign) -> list[Path]:
         for argv in (run.verify_command, run.resume_check.command if run.resume_check else None):
             for word in argv or ():
                 _add_script(folder, folder, word, todo)
-    seen: dict[Path, None] = {}
+    return _with_local_imports(folder, todo)
+
+
+def _with_local_imports(folder: Path, todo: list[Path],
+                        seen: dict[Path, None] | None = None) -> list[Path]:
+    """``todo`` and every campaign module they import, relative to ``folder``, sorted."""
+    seen = {} if seen is None else seen
     while todo:
         path = todo.pop(0)
         if path in seen:
@@ -296,10 +302,4 @@ def campaign_code(campaign: Campaign) -> list[Path]:
     seen: dict[Path, None] = {folder / p: None for p in code_files(campaign)}
     todo = [m for run in campaign.runs.values() if run.model
             if (m := model_module_file(folder, run.model)) is not None]
-    while todo:
-        path = todo.pop(0)
-        if path in seen:
-            continue
-        seen[path] = None
-        todo.extend(_local_imports(folder, path))
-    return sorted(p.relative_to(folder) for p in seen)
+    return _with_local_imports(folder, todo, seen)
