@@ -183,6 +183,15 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
                          pid=ev.get("pid"), pgid=ev.get("pgid"),
                          create_time=ev.get("create_time"), exit_file=ev.get("exit_file"),
                          marker=ev.get("marker"), claim=None)
+            if run is not None and ev.get("pid") is not None:
+                # The run starts with its stage: a cockpit killed between the two appends
+                # (stage_started, then run_started) must not leave a live run unseen.
+                run.update(stage=stage_id, state=RUNNING, attempt=ev.get("seq"),
+                           started_at=_when(ev), ended_at=None, pid=ev.get("pid"),
+                           pgid=ev.get("pgid"), create_time=ev.get("create_time"),
+                           marker=ev.get("marker"), gpus=tuple(ev.get("gpus") or ()),
+                           exit_code=None, exit_file=ev.get("exit_file"), stop=None,
+                           verdict=None, verdict_reason=None)
         elif kind == "stage_finished" and stage is not None:
             stage.update(state=ev.get("outcome", DONE), ended_at=_when(ev),
                          exit_code=ev.get("code"), reason=ev.get("reason"), claim=None)
