@@ -79,6 +79,9 @@ def test_a_two_day_step_forward_and_back_stops_nothing_and_starts_nothing(tmp_pa
 
     clock.step = timedelta(days=2)  # 2 days ahead: the window "ends" in ~22 h
     ticks(engine, clock, 15)
+    assert not [e["kind"] for e in journal(path)[before:]
+                if e["kind"] in ("rule_fired", "stop_requested", "stage_claimed")]
+    assert sup.signals == [] and sup.launched == ["core", "explore"]
     clock.step = timedelta(0)
     ticks(engine, clock, 5)
     assert engine.tick().warnings  # the hold is shown while it lasts

@@ -144,9 +144,12 @@ class Observing(EngineCore):
         """Verify new checkpoints by reloading them in a fresh process (D17), in the
         background, one at a time; the first checkpoint of a run at once, then at most
         every ``verify_every``. Claimed in the journal so two cockpits verify once."""
-        for run_id, attempt, report in self._verifier.results():
+        results = self._verifier.results()
+        for run_id, attempt, report in results:
             self.journal.append("checkpoint_verified", now=now, run=run_id, attempt=attempt,
                                 auto=True, actor=self.actor, **report_fields(report))
+        if results:
+            state = self.state(now)  # what was just verified is not claimed again
         if self._verifier.busy:
             return
         every = self.campaign.settings.verify_every_s
