@@ -47,6 +47,10 @@ Event kinds the engine writes (not validated here; fields after the kind):
 - ``warning`` (message, source)
 - ``checkpoint_verified`` (run, path, ok, ...)
 
+Times: ``t`` never goes back within one writer (one :class:`Journal` object): after a
+wall-clock step back it stays at the last time written until the clock passes it; the
+engine journals the step itself (``clock_jump``) and ``seq`` keeps the order.
+
 Claiming: :meth:`Journal.transaction` holds the lock for a block, gives the complete
 event list read under that lock and appends under it, so "no ``stage_started`` for
 X yet, so start X" cannot be decided by two processes at once.

@@ -189,3 +189,41 @@ def test_a_clock_that_only_gives_wall_time_is_not_watched(tmp_path) -> None:
     engine.tick()
     assert [e["kind"] for e in journal(path) if e["kind"] in ("clock_jump", "rule_fired")] \
         == ["rule_fired"]
+
+
+def test_a_verification_claim_holds_while_its_owner_lives_and_its_limit_has_not_passed(
+        tmp_path) -> None:
+    """The rule the next cockpit applies to a ``verify_started`` it finds (the kill -9
+    version with real processes is in test_clock_jumps_slow.py)."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    clock, sup = SteppingClock(), FakeSupervisor()
+    engine, path = make(tmp_path, [
+        {"id": "train", "hours": 1, "resource": "gpu", "run": "r1", "command": ["train"]},
+    ], clock, sup, extra={"settings": {"verify_timeout": "60s"}})
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = psutil.Process(owner.pid).create_time()
+        claim = engine.journal.append("verify_started", now=clock.now(), run="r1", path="x",
+                                      attempt=1, owner_pid=owner.pid, owner_start=started,
+                                      limit_s=120.0)
+        engine.tick()
+        assert engine._claim_holds(claim, clock.now())  # alive, inside its limit
+        # The same pid with another start time: a reused pid, not the owner.
+        assert not engine._claim_holds(dict(claim, owner_start=started - 1000), clock.now())
+        clock.step = timedelta(days=1)  # a wall-clock step does not age a claim
+        assert engine._claim_holds(claim, clock.now())
+        clock.step = timedelta(0)
+        clock.advance(121)
+        assert not engine._claim_holds(claim, clock.now())  # its limit passed
+    finally:
+        owner.kill()
+        owner.wait()
+    dead = engine.journal.append("verify_started", now=clock.now(), run="r1", path="y",
+                                 attempt=1, owner_pid=owner.pid, owner_start=started,
+                                 limit_s=120.0)
+    engine.tick()
+    assert not engine._claim_holds(dead, clock.now())  # its owner is gone

@@ -305,7 +305,7 @@ def test_kill_9_between_claim_and_launch_the_next_cockpit_launches(tmp_path: Pat
             first.wait()
         assert not of_kind(path, "stage_started")
         with headless(path):
-            started = wait_for(lambda: of_kind(path, "stage_started"), 8,
+            started = wait_for(lambda: of_kind(path, "stage_started"), 15,
                                "the stage launched by the next cockpit")
             time.sleep(1)
             live = {m.pgid for m in _marked(campaign)}

@@ -10,6 +10,7 @@ Where each behaviour lives:
 
 - ``core``      the engine's fields and edges, the folded state, shared lookups
 - ``ports``     the edges as Protocols (clock, journal, supervisor, samplers) + real ones
+- ``clockwatch`` wall time anchored to monotonic time: clock jumps, the settle hold
 - ``observe``   exits, metric streams, checkpoint scans and verification, telemetry
 - ``guards``    stop rules, the SIGTERM/grace/SIGKILL sequence, auto-start, deadline, hooks
 - ``actions``   start, mark, stop, decide, accept, note, cost, verify, export
