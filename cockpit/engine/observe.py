@@ -286,7 +286,8 @@ class Observing(EngineCore):
         out = []
         for gpu in self._gpu.gpus:
             detector = self._idle.setdefault(gpu.index, IdleDetector(*self._idle_args))
-            warning = detector.update(now.timestamp(), None if gpu.lost else gpu.util,
+            # Idle for how long: on the monotonic clock (a wall step is not idle time).
+            warning = detector.update(self._mono(), None if gpu.lost else gpu.util,
                                       gpu.index in held)
             if warning:
                 out.append(f"GPU {gpu.index}: {warning}")
