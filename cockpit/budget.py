@@ -81,6 +81,8 @@ def gpu_hours(campaign: Campaign, state: CampaignState, now: datetime) -> dict[s
             continue
         end = run.ended_at or (now if run.state == RUNNING else run.started_at)
         seconds = max((end - run.started_at).total_seconds(), 0.0)
+        if run.ended_at is not None and run.measured_s is not None:
+            seconds = run.measured_s  # monotonic: a wall-clock step while it ran is no GPU time
         gpus = len(run.gpus)
         if not gpus:
             stage = next((s for s in campaign.stages if s.id == run.stage), None) \

@@ -47,6 +47,10 @@ Event kinds the engine writes (not validated here; fields after the kind):
 - ``warning`` (message, source)
 - ``checkpoint_verified`` (run, path, ok, ...)
 
+Times: ``t`` never goes back within one writer (one :class:`Journal` object): after a
+wall-clock step back it stays at the last time written until the clock passes it; the
+engine journals the step itself (``clock_jump``) and ``seq`` keeps the order.
+
 Claiming: :meth:`Journal.transaction` holds the lock for a block, gives the complete
 event list read under that lock and appends under it, so "no ``stage_started`` for
 X yet, so start X" cannot be decided by two processes at once.
@@ -135,6 +139,7 @@ class Journal:
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self._mutex = threading.RLock()
         self._in_txn: threading.local = threading.local()
+        self._last_written: datetime | None = None  # the latest ``t`` this writer wrote
         self._reset()
 
     # ------------------------------------------------------------------ reading
@@ -355,7 +360,13 @@ class Journal:
         clash = _RESERVED.intersection(fields)
         if clash:
             raise ValueError(f"event fields may not be named {sorted(clash)}")
-        stamp = format_time(datetime.now(timezone.utc) if now is None else now)
+        when = datetime.now(timezone.utc) if now is None else now
+        if self._last_written is not None and when < self._last_written:
+            # Times never go back within one writer: after a wall-clock step back, ``t``
+            # stays at the last time written until the clock passes it again (the engine
+            # journals the step itself as ``clock_jump``; ``seq`` keeps the order).
+            when = self._last_written
+        stamp = format_time(when)
         try:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -375,4 +386,5 @@ class Journal:
         self._refresh()
         if len(self._events) != before + 1:  # pragma: no cover - would mean a broken lock
             raise JournalError(f"journal {self.path}: appended event was not read back")
+        self._last_written = when
         return dict(self._events[-1])

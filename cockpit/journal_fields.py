@@ -77,6 +77,11 @@ FIELD_CHECKS: Mapping[str, tuple[Check, str]] = {
     "manual": (_optional(lambda v: isinstance(v, bool)), "true or false"),
     "note": (_optional(_text), "a text"),
     "text": (_optional(_text), "a text"),
+    # Monotonic measures and claim owners (issue 21: time that cannot jump, claims expire).
+    "elapsed_s": (_optional(_number), "a number of seconds"),
+    "owner_pid": (_optional(_int), "a process id"),
+    "owner_start": (_optional(_number), "a number of seconds"),
+    "limit_s": (_optional(_number), "a number of seconds"),
 }
 
 

@@ -45,10 +45,15 @@ class StageState:
     # A launch claimed in the journal (the seq of its stage_claimed) whose start is not
     # recorded yet: the stage counts as running until the next tick reconciles it.
     claim: int | None = None
+    # Seconds it ran, on the monotonic clock of the cockpit that watched it from start to
+    # end (None: not measured so; the wall-clock difference stands in).
+    measured_s: float | None = None
 
     def elapsed_s(self, now: datetime) -> float:
         if self.started_at is None:
             return 0.0
+        if self.ended_at is not None and self.measured_s is not None:
+            return self.measured_s  # a wall-clock step while it ran does not count
         end = self.ended_at or now
         return max((end - self.started_at).total_seconds(), 0.0)
 
@@ -61,6 +66,7 @@ class StopInfo:
     step: int | None = None
     at: datetime | None = None
     done: bool = False
+    seq: int | None = None  # the stop_requested event (its grace is measured from it)
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ class RunState:
     verdict_reason: str | None = None
     verdict_override: bool = False  # accepted although its acceptance checks failed
     verified: tuple[dict[str, Any], ...] = ()  # checkpoint_verified events, oldest first
+    measured_s: float | None = None  # as StageState.measured_s
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,12 @@ def _when(event: Mapping[str, Any]) -> datetime:
     return parse_time(str(event["t"]))
 
 
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
+
+
 def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime) -> CampaignState:
     """Replay the journal over the plan. Unknown events and stale references are ignored."""
     del now  # the fold is timeless; ``now`` is part of the signature for derived views
@@ -173,12 +186,21 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
             rules_hash = ev.get("sha256")
         elif kind == "stage_claimed" and stage is not None:
             # The intent to launch, journaled before the launch (claim before you act).
+            # What the stage was before is kept: a claim that expired without a launch
+            # gives it back (claim_expired).
+            stage["before_claim"] = {k: v for k, v in stage.items() if k != "before_claim"}
             stage.update(state=RUNNING, claim=ev.get("seq"), attempt=None,
                          started_at=_when(ev), ended_at=None, manual=False, exit_code=None,
                          reason=None, pid=None, pgid=None, create_time=None, exit_file=None,
-                         marker=ev.get("marker"))
+                         marker=ev.get("marker"), measured_s=None)
+        elif kind == "claim_expired" and stage is not None and ev.get("claim") is not None \
+                and stage.get("claim") == ev.get("claim") and "before_claim" in stage:
+            before = stage.pop("before_claim")
+            stage.clear()
+            stage.update(before)
         elif kind == "stage_started" and stage is not None:
             stage.update(state=RUNNING, attempt=ev.get("seq"), started_at=_when(ev), ended_at=None,
+                         measured_s=None,
                          manual=bool(ev.get("manual")), exit_code=None, reason=None,
                          pid=ev.get("pid"), pgid=ev.get("pgid"),
                          create_time=ev.get("create_time"), exit_file=ev.get("exit_file"),
@@ -191,10 +213,11 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
                            pgid=ev.get("pgid"), create_time=ev.get("create_time"),
                            marker=ev.get("marker"), gpus=tuple(ev.get("gpus") or ()),
                            exit_code=None, exit_file=ev.get("exit_file"), stop=None,
-                           verdict=None, verdict_reason=None)
+                           measured_s=None, verdict=None, verdict_reason=None)
         elif kind == "stage_finished" and stage is not None:
             stage.update(state=ev.get("outcome", DONE), ended_at=_when(ev),
-                         exit_code=ev.get("code"), reason=ev.get("reason"), claim=None)
+                         exit_code=ev.get("code"), reason=ev.get("reason"), claim=None,
+                         measured_s=_seconds(ev.get("elapsed_s")))
             stage.setdefault("started_at", _when(ev))
         elif kind in ("stage_skipped", "stage_dropped") and stage is not None:
             stage.update(state=SKIPPED if kind == "stage_skipped" else DROPPED,
@@ -206,22 +229,25 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
                        marker=ev.get("marker"), params_hash=ev.get("params_hash"),
                        gpus=tuple(ev.get("gpus") or ()),
                        exit_code=None, exit_file=ev.get("exit_file"), stop=None,
-                       verdict=None, verdict_reason=None)
+                       measured_s=None, verdict=None, verdict_reason=None)
         elif kind == "run_exited" and run is not None and ev.get("attempt") == run.get("attempt"):
             code = ev.get("code")
             stop = run.get("stop")
             state = STOPPED if stop else (SUCCEEDED if code == 0 else FAILED)
-            run.update(state=state, exit_code=code, ended_at=_when(ev))
+            run.update(state=state, exit_code=code, ended_at=_when(ev),
+                       measured_s=_seconds(ev.get("elapsed_s")))
         elif kind == "stop_requested" and run is not None \
                 and ev.get("attempt") == run.get("attempt"):
             run["stop"] = StopInfo(str(ev.get("rule", "manual")), str(ev.get("reason", "")),
-                                   ev.get("value"), ev.get("step"), _when(ev))
+                                   ev.get("value"), ev.get("step"), _when(ev),
+                                   seq=ev.get("seq"))
             if run.get("state") in (SUCCEEDED, FAILED):
                 run["state"] = STOPPED
         elif kind == "stop_done" and run is not None and run.get("stop") is not None \
                 and ev.get("attempt") == run.get("attempt"):
             old: StopInfo = run["stop"]
-            run["stop"] = StopInfo(old.rule, old.reason, old.value, old.step, old.at, True)
+            run["stop"] = StopInfo(old.rule, old.reason, old.value, old.step, old.at, True,
+                                   old.seq)
             run["state"] = STOPPED
             if run.get("ended_at") is None:
                 run["ended_at"] = _when(ev)
@@ -272,7 +298,7 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
             manual=d.get("manual", False), exit_code=d.get("exit_code"), reason=d.get("reason"),
             notes=tuple(notes.get(sid, ())), pid=d.get("pid"), pgid=d.get("pgid"),
             create_time=d.get("create_time"), exit_file=d.get("exit_file"),
-            marker=d.get("marker"), claim=d.get("claim"),
+            marker=d.get("marker"), claim=d.get("claim"), measured_s=d.get("measured_s"),
         )
         for sid, d in stages.items()
     }
@@ -285,7 +311,7 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
             exit_code=d.get("exit_code"), exit_file=d.get("exit_file"), stop=d.get("stop"),
             verdict=d.get("verdict"), verdict_reason=d.get("verdict_reason"),
             verdict_override=d.get("verdict_override", False),
-            verified=tuple(verified.get(rid, ())),
+            verified=tuple(verified.get(rid, ())), measured_s=d.get("measured_s"),
         )
         for rid, d in runs.items()
     }

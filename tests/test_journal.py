@@ -74,8 +74,22 @@ def test_default_now_is_utc_and_other_zones_are_converted(tmp_path: Path) -> Non
     event = journal.append("note", text="x")
     assert before - timedelta(seconds=1) <= parse_time(event["t"]) <= datetime.now(timezone.utc)
     plus2 = timezone(timedelta(hours=2))
-    event = journal.append("note", now=datetime(2024, 1, 1, 12, tzinfo=plus2), text="y")
+    # Another writer (this one never writes a time before its last: see the next test).
+    other = Journal(journal.path)
+    event = other.append("note", now=datetime(2024, 1, 1, 12, tzinfo=plus2), text="y")
     assert event["t"] == "2024-01-01T10:00:00.000000Z"
+
+
+def test_times_never_go_back_within_one_writer(tmp_path: Path) -> None:
+    """A wall-clock step back is not written as time going back: ``t`` stays at the last
+    time this writer wrote until the clock passes it (seq keeps the order)."""
+    journal = _journal(tmp_path)
+    noon = datetime(2026, 12, 2, 12, tzinfo=timezone.utc)
+    journal.append("note", now=noon, text="a")
+    back = journal.append("note", now=noon - timedelta(hours=1), text="b")
+    assert parse_time(back["t"]) == noon
+    later = journal.append("note", now=noon + timedelta(seconds=5), text="c")
+    assert parse_time(later["t"]) == noon + timedelta(seconds=5)
 
 
 def test_naive_datetime_and_reserved_fields_rejected(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ Where each behaviour lives:
 
 - ``core``      the engine's fields and edges, the folded state, shared lookups
 - ``ports``     the edges as Protocols (clock, journal, supervisor, samplers) + real ones
+- ``clockwatch`` wall time anchored to monotonic time: clock jumps, the settle hold
 - ``observe``   exits, metric streams, checkpoint scans and verification, telemetry
 - ``guards``    stop rules, the SIGTERM/grace/SIGKILL sequence, auto-start, deadline, hooks
 - ``actions``   start, mark, stop, decide, accept, note, cost, verify, export
@@ -27,11 +28,13 @@ from pathlib import Path
 
 from cockpit.campaign.model import Campaign
 from cockpit.engine.build import Observations, build_snapshot
+from cockpit.engine.clockwatch import ClockJump
 from cockpit.engine.core import ExitVerdict, params_hash
 from cockpit.engine.events import EVENT_KINDS, describe_event
 from cockpit.engine.guards import Guarding
 from cockpit.engine.ports import Clock, SystemClock, utc_now
 from cockpit.errors import ActionRefused, InputError
+from cockpit.journal import format_time
 from cockpit.snapshot import Snapshot
 from cockpit.telemetry import GpuSampler, HostSampler
 
@@ -81,9 +84,13 @@ class Engine(Guarding):
                    peers=peers, journal=NullJournal() if fleet else None)
 
     def tick(self, now: datetime | None = None) -> Snapshot:
-        now = now or self.clock.now()
+        jump = None
+        if now is None:
+            now, jump = self._read_clock()  # the steady time while a clock jump holds
         state = self.state(now)
         if not self.read_only:
+            if jump is not None:
+                self._record_clock_jump(jump, now)
             self._record_plan_change(state, now)
             # Rules before exits: a run's last lines (a truncation count, a final NaN) are
             # judged while it still counts as running, even if it has just exited.
@@ -94,9 +101,10 @@ class Engine(Guarding):
             self._judge_runs(now)  # acceptance when a run ends (reloads in the background)
             self._auto_verify(self.state(now), now)
             self._advance_stops(self.state(now), now)
-            if self.auto:
+            if self.auto and not self.holding():
                 self._auto_start(self.state(now), now)
-            self._deadline_guard(self.state(now), now)
+            if not self.holding():  # a clock that just jumped decides nothing on the window
+                self._deadline_guard(self.state(now), now)
             self._run_hooks(now)
             state = self.state(now)
         else:
@@ -104,7 +112,7 @@ class Engine(Guarding):
         self._sample_telemetry(now)
         obs = Observations(
             streams=self._streams, checkpoints=self._ckpt_views, gpu=self._gpu,
-            host=self._host, telemetry_warnings=self._telemetry_warnings,
+            host=self._host, telemetry_warnings=self._telemetry_warnings + self._hold_warning(),
             gpu_memory=self._gpu_memory_by_run(state),
             journal_problems=tuple(self.journal.problems()), events=tuple(self._recent),
             rules_hash=self._rules_hash, auto=self.auto, new_events=tuple(self._fresh),
@@ -112,6 +120,22 @@ class Engine(Guarding):
             machines=self._machine_views(now))
         self._fresh = []
         return build_snapshot(self.campaign, state, obs, now)
+
+
+    def _record_clock_jump(self, jump: ClockJump, now: datetime) -> None:
+        """Journal a wall-clock step once (from, to); the actions on time hold meanwhile.
+        Two cockpits of one journal see the same step: its size and minute key it once."""
+        key = f"clock_jump:{round(jump.seconds)}:{jump.actual.strftime('%Y%m%dT%H%M')}"
+        self._journal_once("clock_jump", key, now, seconds=round(jump.seconds, 3),
+                           settle_s=self._watch.settle_s, actor=self.actor,
+                           **{"from": format_time(jump.expected), "to": format_time(jump.actual)})
+
+    def _hold_warning(self) -> tuple[str, ...]:
+        if not self.holding():
+            return ()
+        left = self._watch.hold_left(self.clock.monotonic())
+        return (f"the wall clock jumped: rules on ages, the deadline guard and auto-start "
+                f"wait until it has been steady for {left:.0f} s more",)
 
 
 def machine_from_env() -> int:

@@ -37,6 +37,7 @@ from cockpit.runs.supervisor import (
     MARKER_ENV,
     Launched,
     Marked,
+    launch_base,
     launch_marker,
     report_path,
     stage_gpus,
@@ -80,7 +81,9 @@ class Acting(Recording):
         When the ``stage_started`` that follows cannot be written (a full disk) or this
         cockpit dies in between, the next tick finds the process by its marker and
         records it (``_reconcile_claims``); a claim without a process becomes a failed
-        launch. A live marked process of the stage refuses a second launch, record or not.
+        launch, or, when its owner died before the launch began, expires and the stage is
+        startable again (auto mode starts it). A live marked process of the stage refuses
+        a second launch, record or not.
         """
         stage = self._stage(stage_id)
         if stage.command is None:
@@ -135,7 +138,9 @@ class Acting(Recording):
             marker = launch_marker(self.campaign, stage_id, seq)
             claim = txn.append("stage_claimed", now=now, stage=stage_id, run=stage.run,
                                marker=marker, params_hash=p_hash,
-                               forced=bool(holder and force), auto=auto, actor=self.actor)
+                               forced=bool(holder and force), auto=auto, actor=self.actor,
+                               owner_pid=self.owner[0], owner_start=self.owner[1],
+                               out=f"{launch_base(self.campaign, stage_id, now)}.out")
             if claim["seq"] != seq:  # pragma: no cover - would mean a broken lock
                 raise ActionRefused(f"stage {stage_id!r}: the journal moved under its lock")
             written.append(claim)
@@ -183,8 +188,11 @@ class Acting(Recording):
     def _reconcile_claims(self, state: CampaignState, now: datetime) -> None:
         """A claim whose start was never journaled (a failed append, a cockpit killed
         between claim and record): its marked process found means running (recorded now
-        with that pid); none found once ``claim_grace_s`` has passed means the launch
-        failed (recorded). Claimed under the lock, so two cockpits record it once."""
+        with that pid). None found: when the claim's owner is gone and the launch never
+        began (no ``.out`` file of it), the claim expires and the stage is as before it
+        (``claim_expired``: startable again); otherwise, once ``claim_grace_s`` has passed
+        (monotonic), the launch failed (recorded). Claimed under the lock, so two
+        cockpits record it once."""
         for st in state.stages.values():
             if st.claim is None or st.state != RUNNING or not self._mine(st.id):
                 continue
@@ -203,8 +211,16 @@ class Acting(Recording):
                                                                        self.campaign, stage),
                                          now, reconciled=True)
                     continue
-                claimed_at = current.started_at or now
-                if (now - claimed_at).total_seconds() < self.claim_grace_s:
+                owner_gone = "owner_pid" in claim and not self._owner_alive(claim, ours=True)
+                out = claim.get("out")
+                if owner_gone and isinstance(out, str) and not os.path.exists(out):
+                    txn.append("claim_expired", now=now, stage=st.id, run=stage.run,
+                               claim=st.claim, owner_pid=claim.get("owner_pid"),
+                               reason=f"its owner (pid {claim.get('owner_pid')}) is gone and "
+                                      "the launch never began: the stage can start again")
+                    continue
+                age = self._age_s(st.claim, current.started_at, now)
+                if not owner_gone and age < self.claim_grace_s:
                     continue  # the launch may still be on its way
                 txn.append("stage_finished", now=now, stage=st.id, outcome=FAILED,
                            claim=st.claim, code=None,

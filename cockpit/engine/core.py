@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from typing import Any
 
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.engine import readiness
+from cockpit.engine.clockwatch import ClockJump, ClockWatch
 from cockpit.engine.events import describe_event
 from cockpit.engine.ports import (
     Clock,
@@ -40,6 +42,7 @@ from cockpit.runs.checkpoint_verifier import BackgroundVerifier
 from cockpit.runs.checkpoints import CheckpointScan, CheckpointScanner
 from cockpit.runs.metrics import MetricStream
 from cockpit.runs.rules import rules_hash
+from cockpit.runs.supervisor import alive as process_alive
 from cockpit.snapshot import EventLine, MachineView
 from cockpit.state import CampaignState, fold
 from cockpit.telemetry import GpuReading, HostInfo, IdleDetector
@@ -48,6 +51,16 @@ RECENT_EVENTS = 50
 # How long a launch claim may wait for its process before it counts as failed to launch
 # (the process shows up in milliseconds; the margin is for a machine under load).
 CLAIM_GRACE_S = 10.0
+
+
+def own_identity() -> tuple[int, float]:
+    """This process as a claim's owner: its pid and its start time (a reused pid differs)."""
+    import psutil
+
+    try:
+        return os.getpid(), psutil.Process().create_time()
+    except psutil.Error:  # pragma: no cover - the own process is always readable
+        return os.getpid(), 0.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +124,16 @@ class EngineCore:
         self.clock: Clock = as_clock(clock)
         self.actor = actor
         self.claim_grace_s = CLAIM_GRACE_S
+        # Time that cannot jump: the wall clock anchored to the monotonic one each tick
+        # (clockwatch). Only a clock that pairs the two can be watched; a bare
+        # ``() -> datetime`` (tests, older callers) is its own monotonic clock.
+        self._paired = getattr(self.clock, "wall_is_paired", True)
+        self._watch = ClockWatch()
+        self.owner = own_identity()
+        # The monotonic time of each own journal event: when it was written, for the events
+        # that appeared while this engine watched; for older ones, their wall age when first
+        # read. Ages, graces and windows are measured on it, never on the wall clock.
+        self._mono_at: dict[int, float] = {}
         self._streams: dict[str, MetricStream] = {}
         self._stream_attempt: dict[str, Any] = {}
         self._state: CampaignState | None = None
@@ -161,10 +184,13 @@ class EngineCore:
                 self._recent.append(line)
                 self._fresh.append(line)
             self._peers_opened = True
+            mono, steady = self._mono(), now or self._steady_now()
             for ev in events[self._events_seen:]:
                 if "key" in ev:
                     self._keys.add(str(ev["key"]))
                 seq = int(ev.get("seq", 0))
+                self._mono_at.setdefault(seq, mono if seq > self._opened_seq else
+                                         mono - max(0.0, (steady - parse_t(ev)).total_seconds()))
                 line = EventLine(seq, parse_t(ev), ev["kind"], describe_event(ev),
                                  fields=MappingProxyType(dict(ev)),
                                  earlier=seq <= self._opened_seq)
@@ -174,6 +200,52 @@ class EngineCore:
             self._state = fold(self.campaign, self._merge(events, peers), now or self.clock.now())
             self._state_seq = last
         return self._state
+
+    # ------------------------------------------------------------------ time
+    def _mono(self) -> float:
+        """Monotonic seconds (a wall-only clock: its own wall time, which is all it has)."""
+        return self.clock.monotonic() if self._paired else self.clock.now().timestamp()
+
+    def _steady_now(self) -> datetime:
+        """The time to act on: the wall clock, or the steady time while a jump holds."""
+        wall = self.clock.now()
+        return self._watch.now(wall, self._mono()) if self._paired else wall
+
+    def _read_clock(self) -> tuple[datetime, ClockJump | None]:
+        """One tick's reading: the time to act on, and a clock jump seen since the last."""
+        wall = self.clock.now()
+        if not self._paired:
+            return wall, None
+        mono = self.clock.monotonic()
+        jump = self._watch.observe(wall, mono)
+        return self._watch.now(wall, mono), jump
+
+    def holding(self) -> bool:
+        """Whether time-based actions wait for the clock to settle after a jump."""
+        return self._paired and self._watch.holding(self.clock.monotonic())
+
+    def _age_s(self, seq: Any, t: datetime | None, now: datetime) -> float:
+        """Seconds since an own journal event, on the monotonic clock (the wall clock's
+        ``now - t`` only for an event this engine has not read yet)."""
+        at = self._mono_at.get(seq) if isinstance(seq, int) else None
+        if at is not None:
+            return self._mono() - at
+        return (now - t).total_seconds() if t is not None else 0.0
+
+    def _live(self, seq: Any) -> bool:
+        """Whether an own event appeared while this engine watched (its time is monotonic)."""
+        return isinstance(seq, int) and seq > self._opened_seq and seq in self._mono_at
+
+    def _owner_alive(self, event: Mapping[str, Any], ours: bool = False) -> bool:
+        """Whether the process that wrote a claim still lives (pid and start time). A claim
+        of this very process counts as ``ours`` (what this engine still does, it knows
+        without the journal)."""
+        pid, start = event.get("owner_pid"), event.get("owner_start")
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            return True  # an older claim without an owner: only its time limit ends it
+        if (pid, start) == self.owner:
+            return ours
+        return process_alive(pid, float(start) if isinstance(start, (int, float)) else None)
 
     def close(self) -> None:
         if self.gpu_sampler is not None:

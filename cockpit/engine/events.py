@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cockpit.units import format_duration
+
 Event = Mapping[str, Any]
 
 
@@ -26,6 +28,12 @@ class EventKind:
 
 def _short(value: Any) -> str:
     return str(value)[:12]
+
+
+def _signed(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+        return "by an unknown amount"
+    return ("forward " if seconds >= 0 else "back ") + format_duration(abs(float(seconds)))
 
 
 def _stage_started(ev: Event) -> str:
@@ -75,7 +83,8 @@ _KINDS = (
     EventKind("rules_recorded", "engine.actions", ("sha256",),
               lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
     EventKind("stage_claimed", "engine.actions (start, before the launch)",
-              ("stage", "run", "marker", "params_hash", "forced", "auto", "actor"),
+              ("stage", "run", "marker", "params_hash", "forced", "auto", "actor", "owner_pid",
+               "owner_start", "out"),
               # The marker (COCKPIT_LAUNCH) is in the event; the line stays short.
               lambda ev: f"stage {ev.get('stage')} claimed for launch"),
     EventKind("stage_started", "engine.actions (start, or the tick that reconciles a claim)",
@@ -87,12 +96,14 @@ _KINDS = (
               ("run", "stage", "pid", "pgid", "create_time", "command", "params_hash", "attempt",
                "gpus", "exit_file", "report", "marker"),
               lambda ev: f"run {ev.get('run')} started (params {_short(ev.get('params_hash'))})"),
-    EventKind("run_exited", "engine.observe", ("run", "stage", "code", "attempt", "signal"),
+    EventKind("run_exited", "engine.observe",
+              ("run", "stage", "code", "attempt", "signal", "elapsed_s"),
               lambda ev: f"run {ev.get('run')} exited with code {ev.get('code')}"),
     EventKind("stop_done", "engine.observe", ("run", "stage", "attempt", "rule"),
               lambda ev: f"run {ev.get('run')} stopped"),
     EventKind("stage_finished", "engine.observe, engine.actions (mark)",
-              ("stage", "outcome", "code", "reason", "manual", "actor"), _stage_finished),
+              ("stage", "outcome", "code", "reason", "manual", "actor", "elapsed_s"),
+              _stage_finished),
     EventKind("stage_skipped", "engine.actions", ("stage", "note", "actor"),
               lambda ev: f"stage {ev.get('stage')} skipped"
               + (f": {ev['note']}" if ev.get("note") else "")),
@@ -126,7 +137,7 @@ _KINDS = (
                "seconds", "actor"),
               _resume_verified),
     EventKind("verify_started", "engine.observe (background verification)",
-              ("key", "run", "path", "attempt"),
+              ("key", "run", "path", "attempt", "owner_pid", "owner_start", "limit_s", "retry"),
               lambda ev: f"verifying checkpoint of run {ev.get('run')} ({ev.get('path')})"),
     EventKind("checkpoint_verified", "engine.observe (auto), engine.actions (verify)",
               ("run", "attempt", "auto", "actor", "path", "ok", "layout", "missing", "warnings",
@@ -139,6 +150,18 @@ _KINDS = (
               ("path", "root", "size", "tar", "sha256", "verified", "artifacts",
                "reload_checked", "failures"),
               _export_done),
+    EventKind("clock_jump", "engine (the tick's clock watch)",
+              ("key", "from", "to", "seconds", "settle_s", "actor"),
+              lambda ev: f"the wall clock jumped {_signed(ev.get('seconds'))} (from "
+                         f"{ev.get('from')} to {ev.get('to')}): ages, graces and durations "
+                         f"stay on the monotonic clock; rules on ages, the deadline guard and "
+                         f"auto-start wait until it has been steady for "
+                         f"{ev.get('settle_s')} s"),
+    EventKind("claim_expired", "engine.actions (reconcile), engine.observe (verification)",
+              ("stage", "run", "claim", "path", "owner_pid", "reason"),
+              lambda ev: f"claim #{ev.get('claim')} of "
+                         + (f"stage {ev.get('stage')}" if ev.get("stage") else
+                            f"run {ev.get('run')}") + f" expired: {ev.get('reason')}"),
     EventKind("hook_started", "engine.guards", ("key", "hook", "pid", "for_seq"),
               lambda ev: f"hook {ev.get('hook')} started for event #{ev.get('for_seq')} "
               f"(pid {ev.get('pid')})"),

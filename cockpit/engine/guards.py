@@ -4,7 +4,8 @@ guard, hooks.
 - A stop rule that fires on fresh metric points journals ``rule_fired`` and, for a
   ``stop`` rule, requests the stop (``stop_requested``, SIGTERM to the group).
 - A requested stop advances on each tick: once ``stop_grace`` has passed on the
-  engine's clock and the group is still there, SIGKILL. The exit itself is recorded
+  monotonic clock (a wall-clock step never delays or hastens it) and the group is
+  still there, SIGKILL. The exit itself is recorded
   by ``observe`` when the wrapper is gone (run_exited, stop_done, stage_finished).
 - In auto mode, ready stages start in plan order; nothing starts past a pending
   decision or a revision.
@@ -12,6 +13,11 @@ guard, hooks.
   export and, with ``on_deadline: stop-optional``, stops optional runs and starts the
   export when the forecast leaves no time for export and retrieval.
 - Hooks run for the events first seen in this tick.
+
+Ages (the ``restart`` window, the stop grace, a hook's age) are measured on the
+monotonic clock (``EngineCore._age_s``). After a wall-clock jump the rules on ages,
+auto-start and the deadline guard hold until the clock has settled (``clockwatch``);
+rules on metric values (a NaN) never hold.
 """
 
 from __future__ import annotations
@@ -55,20 +61,22 @@ class Guarding(Acting):
                 if not rule.applies_to(run.id) or rule.id in fired:
                     continue
                 firing = check_points(rule, fresh.get(run.id, ()))
-                if firing is None and rule.kind == "restart":
+                if firing is None and rule.kind == "restart" and not self.holding() \
+                        and not self._verifying(run):
                     firing = check_restart(rule, seconds_without_restart=self._since_restart(
                         run, now), step=self._streams[run.id].latest_step)
                 if firing is not None:
                     self._fire(run.id, firing, now)
 
     def _since_restart(self, run: RunState, now: datetime) -> float | None:
-        """Seconds since the run last had a usable restart (a passing verification)."""
+        """Seconds since the run last had a usable restart (its start or a passing
+        verification), on the monotonic clock."""
         if run.started_at is None:
             return None
-        passing = [parse_t(v) for v in run.verified
-                   if v.get("ok") and v.get("attempt") in (None, run.attempt)]
-        since = max([run.started_at, *passing])
-        return (now - since).total_seconds()
+        ages = [self._age_s(run.attempt, run.started_at, now)]
+        ages += [self._age_s(v.get("seq"), parse_t(v), now) for v in run.verified
+                 if v.get("ok") and v.get("attempt") in (None, run.attempt)]
+        return min(ages)
 
     def _fire(self, run_id: str, firing: Firing, now: datetime) -> None:
         with self.journal.transaction() as txn:
@@ -95,7 +103,7 @@ class Guarding(Acting):
             if stop is None or stop.done or run.state != RUNNING or stop.at is None \
                     or not self._mine_run(run.id):
                 continue
-            if (now - stop.at).total_seconds() < grace or \
+            if self._age_s(stop.seq, stop.at, now) < grace or \
                     not self.supervisor.group_alive(run.pgid, run.marker):
                 continue
             self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGKILL,
@@ -228,7 +236,7 @@ class Guarding(Acting):
             name = hook_event_name(event, deciders)
             if name is None or name not in hooks:
                 continue
-            if (now - parse_t(event)).total_seconds() > HOOK_MAX_AGE_S:
+            if self._age_s(event.get("seq"), parse_t(event), now) > HOOK_MAX_AGE_S:
                 continue  # history from before this cockpit watched: no burst of old alerts
             key = f"hook:{name}:{event.get('seq')}"
             with self.journal.transaction() as txn:

@@ -4,6 +4,12 @@ verification), telemetry.
 Observations either become journal events (a run that exited, a checkpoint verified,
 a lost GPU) or are kept for the snapshot (the latest metrics, checkpoint scans, the
 GPU and host readings). Nothing here decides to act on a run: that is ``guards``.
+
+A background verification is claimed in the journal (``verify_started``) with its
+owner (pid and start time of the cockpit) and a time limit; a claim whose owner is
+gone (a cockpit killed -9) or whose limit passed is claimed again, so a checkpoint is
+never left unverified for good. A run watched from its start to its exit by this
+cockpit has its duration journaled from the monotonic clock (``elapsed_s``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from cockpit.acceptance import (
 )
 from cockpit.engine.core import EngineCore, parse_t
 from cockpit.engine.ports import ancestor_run
+from cockpit.journal import parse_time
 from cockpit.runs.checkpoint_verifier import (
     feed_checkpoint_reports,
     report_fields,
@@ -30,11 +37,18 @@ from cockpit.runs.checkpoints import CheckpointScanner
 from cockpit.runs.metric_tail import seed_from_tail
 from cockpit.runs.metrics import MetricStream
 from cockpit.runs.supervisor import stage_gpus
-from cockpit.state import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState
+from cockpit.state import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState, RunState
 from cockpit.telemetry import IdleDetector
+
+# How long past the reload's own time limit a verification claim still holds.
+VERIFY_CLAIM_MARGIN_S = 60.0
+# How far back the cheap checks look for a claim (the lock-held check reads everything).
+VERIFY_CLAIM_LOOKBACK = 2000
 
 
 class Observing(EngineCore):
+    _verifying_run: tuple[str, int | None] | None = None
+
     # ------------------------------------------------------------------ exits
     def _record_exits(self, state: CampaignState, now: datetime) -> None:
         """A supervised stage whose wrapper is gone: run_exited (+ stop_done), stage_finished."""
@@ -56,6 +70,9 @@ class Observing(EngineCore):
                 continue
             info = self.supervisor.read_exit(st.exit_file) or {}
             code = info.get("code")
+            # Watched from its start: its duration on the monotonic clock, not the wall's.
+            measured = (round(self._mono() - self._mono_at[st.attempt], 3)
+                        if st.attempt is not None and self._live(st.attempt) else None)
             with self.journal.transaction() as txn:
                 current = self._fold(txn.events, now).stages[st.id]
                 if current.state != RUNNING or current.attempt != st.attempt:
@@ -72,12 +89,13 @@ class Observing(EngineCore):
                                   "without an exit code (killed?)")
                 if current.run:
                     txn.append("run_exited", now=now, run=current.run, stage=st.id, code=code,
-                               attempt=st.attempt, signal=info.get("signal"))
+                               attempt=st.attempt, signal=info.get("signal"),
+                               **({} if measured is None else {"elapsed_s": measured}))
                     if stopped and run and run.stop is not None and not run.stop.done:
                         txn.append("stop_done", now=now, run=current.run, stage=st.id,
                                    attempt=st.attempt, rule=run.stop.rule)
                 txn.append("stage_finished", now=now, stage=st.id, outcome=outcome, code=code,
-                           reason=reason)
+                           reason=reason, **({} if measured is None else {"elapsed_s": measured}))
 
     # ------------------------------------------------------------------ metrics
     def _stream(self, run_id: str, attempt: Any, started: float | None = None) -> MetricStream:
@@ -126,9 +144,12 @@ class Observing(EngineCore):
         """Verify new checkpoints by reloading them in a fresh process (D17), in the
         background, one at a time; the first checkpoint of a run at once, then at most
         every ``verify_every``. Claimed in the journal so two cockpits verify once."""
-        for run_id, attempt, report in self._verifier.results():
+        results = self._verifier.results()
+        for run_id, attempt, report in results:
             self.journal.append("checkpoint_verified", now=now, run=run_id, attempt=attempt,
                                 auto=True, actor=self.actor, **report_fields(report))
+        if results:
+            state = self.state(now)  # what was just verified is not claimed again
         if self._verifier.busy:
             return
         every = self.campaign.settings.verify_every_s
@@ -142,18 +163,67 @@ class Observing(EngineCore):
             mine = [v for v in run.verified if v.get("attempt") == run.attempt]
             if any(v.get("path") == path for v in mine):
                 continue
-            if mine and (now - parse_t(mine[-1])).total_seconds() < every:
+            if mine and self._age_s(mine[-1].get("seq"), parse_t(mine[-1]), now) < every:
                 continue
-            key = f"verify:{run.id}:{run.attempt}:{path}"
-            if key in self._keys:
-                continue
+            if self._verify_claimed(run.id, run.attempt, path, now):
+                continue  # another cockpit, alive and within its limit, verifies it
             with self.journal.transaction() as txn:
-                if any(ev.get("key") == key for ev in txn.events):
+                claims = self._verify_claims(txn.events, run.id, run.attempt, path)
+                if claims and self._claim_holds(claims[-1], now):
                     continue
+                key = f"verify:{run.id}:{run.attempt}:{path}"
+                if claims:  # the earlier claim's owner is gone or its limit passed: again
+                    key += f":retry{claims[-1].get('seq')}"
                 txn.append("verify_started", now=now, key=key, run=run.id, path=path,
-                           attempt=run.attempt)
+                           attempt=run.attempt, owner_pid=self.owner[0],
+                           owner_start=self.owner[1], limit_s=self._verify_limit_s(),
+                           **({"retry": claims[-1].get("seq")} if claims else {}))
+            self._verifying_run = (run.id, run.attempt)
             self._verifier.submit(self.campaign, spec, Path(path), run.attempt)
             return
+
+    def _verify_limit_s(self) -> float:
+        """How long a verification claim holds: the reload's own time limit and a margin."""
+        return float(self.campaign.settings.verify_timeout_s) + VERIFY_CLAIM_MARGIN_S
+
+    @staticmethod
+    def _verify_claims(events: list[dict[str, Any]], run_id: str, attempt: Any,
+                       path: str) -> list[dict[str, Any]]:
+        return [ev for ev in events if ev.get("kind") == "verify_started"
+                and ev.get("run") == run_id and ev.get("attempt") == attempt
+                and ev.get("path") == path]
+
+    def _claim_holds(self, claim: dict[str, Any], now: datetime) -> bool:
+        """A verification claim still stands: its owner lives and its limit has not passed
+        (measured on the monotonic clock from when this cockpit first read it)."""
+        limit = claim.get("limit_s")
+        if not isinstance(limit, (int, float)) or isinstance(limit, bool):
+            limit = self._verify_limit_s()
+        age = self._age_s(claim.get("seq"), parse_time(str(claim.get("t"))), now)
+        return age < float(limit) and self._owner_alive(claim)
+
+    def _verify_claimed(self, run_id: str, attempt: Any, path: str, now: datetime) -> bool:
+        """The cheap check before the lock: a claim of that checkpoint that still stands."""
+        claims = self._verify_claims(self.journal.events()[-VERIFY_CLAIM_LOOKBACK:], run_id,
+                                     attempt, path)
+        return bool(claims) and self._claim_holds(claims[-1], now)
+
+    def _verifying(self, run: RunState) -> bool:
+        """The run's newest checkpoint is claimed for verification and has no verdict yet
+        (verified here, by a live cockpit, or about to be claimed again because its owner
+        died): the ``restart`` rule waits for that verdict rather than stopping a run
+        whose restart is being proven. A verdict (pass or fail) always comes: the claim's
+        owner or its time limit ends it."""
+        if self._verifier.busy and self._verifying_run == (run.id, run.attempt):
+            return True
+        view = self._ckpt_views.get(run.id)
+        if view is None or view.newest is None:
+            return False
+        path = str(view.newest.path)
+        if any(v.get("path") == path for v in run.verified if v.get("attempt") == run.attempt):
+            return False
+        return bool(self._verify_claims(self.journal.events()[-VERIFY_CLAIM_LOOKBACK:],
+                                        run.id, run.attempt, path))
 
     # ------------------------------------------------------------------ acceptance
     def _judge_runs(self, now: datetime) -> None:
@@ -216,7 +286,8 @@ class Observing(EngineCore):
         out = []
         for gpu in self._gpu.gpus:
             detector = self._idle.setdefault(gpu.index, IdleDetector(*self._idle_args))
-            warning = detector.update(now.timestamp(), None if gpu.lost else gpu.util,
+            # Idle for how long: on the monotonic clock (a wall step is not idle time).
+            warning = detector.update(self._mono(), None if gpu.lost else gpu.util,
                                       gpu.index in held)
             if warning:
                 out.append(f"GPU {gpu.index}: {warning}")

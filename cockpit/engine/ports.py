@@ -34,7 +34,8 @@ class Clock(Protocol):
         ...
 
     def monotonic(self) -> float:
-        """Seconds on a clock that never goes back (deadlines of a wait)."""
+        """Seconds on a clock that never goes back, paired with ``now`` (a step of the wall
+        clock shows as the two moving apart): waits, graces, ages, the clock-jump watch."""
         ...
 
     def sleep(self, seconds: float) -> None:
@@ -62,7 +63,10 @@ class SystemClock:
 class CallableClock(SystemClock):
     """A bare ``() -> datetime`` (the engine's older ``clock=`` argument) as a Clock.
 
-    Only wall time is given, so waits keep the real monotonic clock and sleep."""
+    Only wall time is given, so waits keep the real monotonic clock and sleep, and the
+    engine cannot watch it for jumps (``wall_is_paired``): its ages are wall ages."""
+
+    wall_is_paired = False
 
     def __init__(self, now: Callable[[], datetime]) -> None:
         self._now = now

@@ -168,6 +168,12 @@ def report_path(campaign: Campaign, run_id: str) -> Path:
     return campaign.state_dir / "runs" / run_id / "report.jsonl"
 
 
+def launch_base(campaign: Campaign, stage_id: str, now: datetime) -> Path:
+    """Where a launch at ``now`` writes its ``.out``, ``.err`` and ``.exit`` (the claim
+    names its ``.out``: no such file means the launch never began)."""
+    return campaign.state_dir / "logs" / f"{stage_id}.{now.strftime('%Y%m%dT%H%M%S%fZ')}"
+
+
 def launch(campaign: Campaign, stage: Stage, now: datetime,
            python: str = sys.executable, marker: str | None = None) -> Launched:
     """Start ``stage``'s command detached under the wrapper; raises OSError when it can't.
@@ -175,10 +181,8 @@ def launch(campaign: Campaign, stage: Stage, now: datetime,
     ``marker`` goes into the environment as ``COCKPIT_LAUNCH`` (see the module text)."""
     if stage.command is None:
         raise ValueError(f"stage {stage.id!r} has no command")
-    logs = campaign.state_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
-    base = logs / f"{stage.id}.{stamp}"
+    base = launch_base(campaign, stage.id, now)
+    base.parent.mkdir(parents=True, exist_ok=True)
     exit_file = Path(f"{base}.exit")
     env = dict(os.environ)
     env.update(stage.env)
