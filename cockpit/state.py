@@ -142,7 +142,7 @@ class Dropped:
                          f"{self.reason}")
 
 
-DROPPED_SHOWN = 5  # dropped events named one by one in the warnings; the rest counted
+DROPPED_SHOWN = 10  # dropped events named one by one in the warnings; the rest counted
 
 
 @dataclass(frozen=True)
@@ -417,7 +417,9 @@ def _invalid(campaign: Campaign, ev: Mapping[str, Any], stages: Mapping[str, Any
         return f"stage {stage_id} is {'already ' if state == RUNNING else ''}{state}"
     if kind == "stage_finished" and state != RUNNING:
         return f"stage {stage_id} is not running ({state})"
-    if kind in ("stage_skipped", "stage_dropped") and state != PENDING:
+    # A decision drops its stages in the fold already; its stage_dropped lines follow.
+    if kind in ("stage_skipped", "stage_dropped") and state not in (
+            (PENDING,) if kind == "stage_skipped" else (PENDING, DROPPED)):
         return f"stage {stage_id} is {state}, not pending"
     if kind == "stop_requested":
         if run_state != RUNNING or ev.get("attempt") != run.get("attempt"):
