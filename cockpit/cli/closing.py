@@ -8,6 +8,11 @@ reads: it never creates or writes anything. ``export`` writes under the campaign
 ``.cockpit/export/`` (or ``--out``) and journals ``export_done``; it exits 0 when the
 export verified, 1 when it was written but a check failed (a failed export never
 replaces a verified one: it is kept beside it, and the command says which is current).
+``budget``, ``export`` (REPORT.md, the bag's journal and history) and ``next`` read the
+campaign's history through :func:`cockpit.history.read_history`, the read path of
+``status``: this machine's journal and its peers' copies (pulled once, as ``status``
+does; the copies under ``.cockpit/peers/`` are the only files a read writes), merged,
+filtered by ownership, folded; an event not folded is named on stderr.
 ``verify-export`` exits 0 only when every check passes. A bag is data: ``verify-export``
 runs no command and allows no unsafe unpickling that the bag asks for unless
 ``--trust-commands`` is given.

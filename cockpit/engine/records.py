@@ -37,7 +37,9 @@ class Recording(Observing):
         if not state.plan_changed:
             return {}
         if self._decided_for != state.plan_hash:
-            decided = decided_campaign(self.campaign, self._merge(self.journal.events()))
+            # The plan as decided is this machine's own record (a local kind; the fleet
+            # view, with no journal of its own, reads every machine's).
+            decided = decided_campaign(self.campaign, self.history())
             self._decided_cache = {s.id: s.seconds for s in decided.stages}
             self._decided_for = state.plan_hash
         return self._decided_cache
