@@ -449,8 +449,8 @@ def _invalid(campaign: Campaign, ev: Mapping[str, Any], stages: Mapping[str, Any
                 return f"it drops {printable(d, 40)}, no stage of the plan"
             if campaign.stage(d).category == "essential":
                 return f"it drops the essential stage {d} (D3)"
-            if stages[d].get("state", PENDING) != PENDING:
-                return f"it drops stage {d}, which is not pending"
+            # A dropped stage that already started on its own machine (the decider saw
+            # it pending a moment before) stays as it is: the fold drops only pending ones.
     return None
 
 

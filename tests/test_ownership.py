@@ -131,10 +131,12 @@ def test_a_peer_event_its_own_command_refuses_is_dropped(plan: Campaign) -> None
         (8, "stage_started", {"stage": "variant", "run": "variant", "pid": 8}),  # twice
         (9, "note", {"stage": "nowhere", "text": "x"}),
         (10, "cost", {"label": "storage", "amount": "3.50", "currency": "USD"}),
+        (11, "decision", {"stage": "variant", "outcome": "continue", "note": "x"}),
     )
     state, history = history_of(plan, OWN, [_tagged(peer, 2)], 1, NOW)
-    assert sorted(d.seq for d in state.not_folded) == [1, 2, 6, 7, 8, 9]
+    assert sorted(d.seq for d in state.not_folded) == [1, 2, 6, 7, 8, 9, 11]
     reasons = {d.seq: d.reason for d in state.not_folded}
+    assert "not a decision point" in reasons[11] and state.decisions == {}
     assert "not running" in reasons[1] and "not running" in reasons[2]
     assert "running" in reasons[6] and "above" in reasons[7]
     variant = state.runs["variant"]
