@@ -279,3 +279,38 @@ def test_a_machine_refuses_verdicts_and_checks_on_another_machines_run(plan: Cam
                 act()
     finally:
         engine.close()
+
+
+class _Peers:
+    """Machine 1's events as machine 2 holds them (no sshd: the copy, already pulled)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self._events = events
+
+    def events(self) -> list[list[dict[str, Any]]]:
+        return [self._events]
+
+    def views(self) -> tuple[()]:
+        return ()
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_decision_is_made_only_where_its_stage_runs(tmp_path: Path) -> None:
+    from cockpit.engine import Engine
+    from cockpit.errors import ActionRefused
+
+    plan = _plan(tmp_path / "c")
+    ran = [*OWN, *_journal(
+        (5, "run_exited", {"run": "pilot", "stage": "pilot", "code": 0, "attempt": 2}),
+        (5, "stage_finished", {"stage": "pilot", "outcome": "done", "code": 0}))]
+    ran = [{**ev, "seq": i} for i, ev in enumerate(ran, start=1)]
+    engine = Engine(plan, machine=2, peers=_Peers(_tagged(ran, 1)))  # type: ignore[arg-type]
+    try:
+        assert engine.state().pending_decisions == ("pilot",)  # seen on machine 2
+        with pytest.raises(ActionRefused, match="runs on machine 1"):
+            engine.decide("continue", note="from the wrong machine")
+    finally:
+        engine.close()
+    assert not (plan.state_dir / "journal.jsonl").exists()
