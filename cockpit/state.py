@@ -224,7 +224,7 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
         if peer and machine is not None and SCOPE.get(str(kind), LOCAL) == LOCAL:
             continue  # the peer's own record (its plan, warnings, exports): not ours
         if writer is not None:
-            why = refusal(campaign, ev, writer, frozenset(dropped_by.get(writer, ())))
+            why = refusal(campaign, ev, writer, dropped_by.get(writer, ()))
             if why is None and peer:
                 why = _invalid(campaign, ev, stages, runs, decisions)
             if why is None and kind == "cost":

@@ -30,7 +30,7 @@ a machine may not write, with one warning naming the machine and the event.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,7 +204,7 @@ def owner(campaign: Campaign, event: Event) -> int | None:
 
 
 def refusal(campaign: Campaign, event: Event, writer: int,
-            dropped_by: frozenset[str] = frozenset()) -> str | None:
+            dropped_by: Collection[str] = ()) -> str | None:
     """Why machine ``writer`` may not write ``event`` under the ownership table (None:
     it may, or the event names no stage or run of the plan). ``dropped_by``: the stages
     a decision of ``writer`` dropped. ``any`` and ``local`` kinds: None (a local record
