@@ -25,9 +25,12 @@ import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.errors import InputError
+
+if TYPE_CHECKING:
+    from cockpit.history import History
 
 
 def add_close_commands(sub: Any) -> None:
@@ -75,7 +78,7 @@ def add_close_commands(sub: Any) -> None:
     p.set_defaults(handler=cmd_next)
 
 
-def _load(file: str, *, as_decided: bool = False) -> Any:
+def _load(file: str, *, as_decided: bool = False) -> History:
     """The campaign's history as this machine reads it: its journal and its peers'
     copies, merged and filtered by ownership — the same read path as ``status``."""
     from cockpit.campaign import load_campaign

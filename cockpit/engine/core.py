@@ -37,6 +37,7 @@ from cockpit.fleet.peers import PeerSet, merge_events
 from cockpit.history import history_of
 from cockpit.hooks import HookRunner
 from cockpit.journal import Journal, parse_time
+from cockpit.printable import printable
 from cockpit.runs.checkpoint_verifier import BackgroundVerifier
 from cockpit.runs.checkpoints import CheckpointScan, CheckpointScanner
 from cockpit.runs.metrics import MetricStream
@@ -163,7 +164,7 @@ class EngineCore:
                 text = f"[machine {ev.get('machine')}] {describe_event(ev)}"
                 if id(ev) in refused:
                     text = (f"[machine {ev.get('machine')}] NOT FOLDED, event #{seq} "
-                            f"({refused[id(ev)]}): {describe_event(ev)}")
+                            f"({printable(refused[id(ev)])}): {describe_event(ev)}")
                 line = EventLine(seq, parse_t(ev), ev["kind"], text,
                                  fields=MappingProxyType(dict(ev)),
                                  earlier=self._peers_opened is False)
