@@ -3,6 +3,15 @@
 The journal is the one source of truth; this module turns its events into the
 state of every stage and run, the fired rules, the decisions and the costs. No
 files, no clock of its own: ``now`` is given.
+
+Several machines (D12): the events of every machine's journal are folded together
+(each peer's tagged ``machine: N``), but only for what their writer owns (the
+ownership table, :data:`cockpit.engine.events.SCOPE`), and a peer's event must also
+pass the checks its own command applies before writing it (no verdict on a running
+or stopped run, no finish of a stage that is not running, no cost above the bound,
+...). Anything else is dropped, with one warning naming the machine and the event:
+a peer's journal line never makes this machine act. ``fold_history`` also returns
+the events it folded (the history ``budget``, ``export`` and ``next`` read).
 """
 
 from __future__ import annotations
@@ -10,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from cockpit.campaign.model import Campaign
 from cockpit.journal import parse_time
-from cockpit.units import Money
+from cockpit.printable import printable
+from cockpit.units import Money, other_cost
 
 # Stage states. "pending" has not started; the engine refines it into ready/blocked.
 PENDING, RUNNING, DONE, FAILED, STOPPED, SKIPPED, DROPPED = (
@@ -123,6 +133,26 @@ class CostEntry:
 
 
 @dataclass(frozen=True)
+class Dropped:
+    """A journal event not folded: who wrote it, which one, why."""
+
+    machine: int | None  # the peer that wrote it; None: this machine's own journal
+    seq: Any
+    kind: str
+    reason: str
+    event: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def message(self) -> str:
+        where = "this machine's journal" if self.machine is None \
+            else f"machine {self.machine}'s journal"
+        return printable(f"{where}, event #{self.seq} ({self.kind}): not folded: "
+                         f"{self.reason}")
+
+
+DROPPED_SHOWN = 10  # dropped events named one by one in the warnings; the rest counted
+
+
+@dataclass(frozen=True)
 class CampaignState:
     stages: Mapping[str, StageState]
     runs: Mapping[str, RunState]
@@ -137,6 +167,7 @@ class CampaignState:
     rules_hash: str | None = None
     journal_warnings: tuple[str, ...] = ()
     last_seq: int = 0
+    not_folded: tuple[Dropped, ...] = ()  # journal events dropped (see fold_history)
 
     def fired_for(self, run: str, attempt: int | None) -> set[str]:
         return {f.rule for f in self.fired if f.run == run and f.attempt == attempt}
@@ -156,9 +187,35 @@ def _seconds(value: Any) -> float | None:
     return None
 
 
-def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime) -> CampaignState:
-    """Replay the journal over the plan. Unknown events and stale references are ignored."""
+
+def _tag(event: Mapping[str, Any]) -> int | None:
+    """The peer that wrote an event (its copy tags it); None: the reader's own journal."""
+    value = event.get("machine")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime,
+         machine: int | None = None) -> CampaignState:
+    """Replay the journals over the plan (see :func:`fold_history`)."""
+    return fold_history(campaign, events, now, machine)[0]
+
+
+def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime,
+                 machine: int | None = None
+                 ) -> tuple[CampaignState, list[Mapping[str, Any]]]:
+    """Replay the journals over the plan; return the state and the events folded.
+
+    ``machine`` is the reader: its own events are untagged, a peer's carry ``machine``.
+    Every event counts only when its writer may write it (``refusal``); a peer's must
+    also pass the checks its command applies (``_invalid``); a peer's local records
+    (its plan record, its warnings) are skipped. With no ``machine`` (a caller with one
+    journal and no campaign machines) untagged events are not checked. Unknown events
+    and stale references of the own journal are ignored, as before."""
     del now  # the fold is timeless; ``now`` is part of the signature for derived views
+    # The ownership table lives beside the event kinds; imported here because the engine
+    # package imports this module.
+    from cockpit.engine.events import LOCAL, SCOPE, refusal
+
     stages: dict[str, dict[str, Any]] = {s.id: {"id": s.id, "run": s.run} for s in campaign.stages}
     runs: dict[str, dict[str, Any]] = {r: {"id": r} for r in campaign.runs}
     notes: dict[str, list[str]] = {}
@@ -169,10 +226,33 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
     warnings: list[str] = []
     plan_hash = rules_hash = latest_plan = None
     last_seq = 0
-    verdict_from: dict[str, tuple[Any, str]] = {}  # run -> (machine, verdict) of the last
+    kept: list[Mapping[str, Any]] = []
+    refused: list[Dropped] = []
+    dropped_by: dict[int, set[str]] = {}  # machine -> stages its decisions dropped
 
     for ev in events:
         kind = ev.get("kind")
+        tag = _tag(ev)
+        writer = tag if tag is not None else machine
+        peer = tag is not None and tag != machine
+        if peer and machine is not None and SCOPE.get(str(kind), LOCAL) == LOCAL:
+            continue  # the peer's own record (its plan, warnings, exports): not ours
+        if writer is not None:
+            why = refusal(campaign, ev, writer, dropped_by.get(writer, ()))
+            if why is None and peer:
+                why = _invalid(campaign, ev, stages, runs, decisions)
+            if why is None and kind == "cost":
+                try:
+                    other_cost(ev.get("label"), ev.get("amount"), ev.get("currency", "USD"))
+                except ValueError as exc:
+                    why = f"cost: {exc}"
+            if why is not None:
+                refused.append(Dropped(tag, ev.get("seq"), str(kind), why, ev))
+                continue
+            if kind == "decision":
+                dropped_by.setdefault(writer, set()).update(
+                    d for d in ev.get("drops") or () if isinstance(d, str))
+        kept.append(ev)
         last_seq = max(last_seq, int(ev.get("seq", 0) or 0))
         stage_id = ev.get("stage")
         run_id = ev.get("run")
@@ -267,24 +347,15 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
             notes.setdefault(stage_id, []).append(str(ev.get("text", "")))
         elif kind == "cost":
             try:
-                money = Money.parse(str(ev.get("amount")), str(ev.get("currency", "USD")))
-            except (ValueError, InvalidOperation):
-                warnings.append(f"journal event {ev.get('seq')}: unreadable cost amount")
+                money = other_cost(ev.get("label", ""), ev.get("amount"),
+                                   ev.get("currency", "USD"))
+            except ValueError as exc:  # a reader without a machine checks it here
+                warnings.append(f"journal event {ev.get('seq')}: cost not counted: {exc}")
                 continue
             costs.append(CostEntry(str(ev.get("label", "")), money, _when(ev)))
         elif kind in ("result_accepted", "result_rejected") and run is not None:
-            # A later verdict replaces an earlier one: the last one stands. Verdicts on one
-            # run recorded on two machines are a conflict: shown, and the later one stands.
-            verdict = "accepted" if kind == "result_accepted" else "rejected"
-            where = ev.get("machine")
-            prior = verdict_from.get(run_id)  # type: ignore[arg-type]
-            if prior is not None and prior[0] != where:
-                def name(m: Any) -> str:
-                    return "this machine" if m is None else f"machine {m}"
-                warnings.append(
-                    f"run {run_id}: verdicts on two machines ({prior[1]} on {name(prior[0])}, "
-                    f"then {verdict} on {name(where)} at {ev.get('t')}): the later one stands")
-            verdict_from[str(run_id)] = (where, verdict)
+            # A later verdict replaces an earlier one: the last one stands (verdicts come
+            # only from the run's own machine: the ownership table).
             run.update(verdict="accepted" if kind == "result_accepted" else "rejected",
                        verdict_reason=ev.get("reason"),
                        verdict_override=ev.get("override") is True)
@@ -330,9 +401,84 @@ def fold(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: datetime)
         plan_changed=plan_hash is not None and plan_hash != campaign.sha256,
         latest_plan_hash=latest_plan,
         rules_hash=rules_hash,
-        journal_warnings=tuple(warnings),
+        journal_warnings=tuple(warnings) + _dropped_warnings(refused),
         last_seq=last_seq,
-    )
+        not_folded=tuple(refused),
+    ), kept
+
+
+def _dropped_warnings(dropped: list[Dropped]) -> tuple[str, ...]:
+    """One warning per dropped event (the first few), then how many more."""
+    shown = tuple(d.message() for d in dropped[:DROPPED_SHOWN])
+    more = len(dropped) - DROPPED_SHOWN
+    if more > 0:
+        machines = sorted({"this machine" if d.machine is None else f"machine {d.machine}"
+                           for d in dropped[DROPPED_SHOWN:]})
+        shown += (f"and {more} more journal events not folded ({', '.join(machines)})",)
+    return shown
+
+
+def _invalid(campaign: Campaign, ev: Mapping[str, Any], stages: Mapping[str, Any],
+             runs: Mapping[str, Any], decisions: Mapping[str, Decision]) -> str | None:
+    """Why a peer's event fails the check its own command applies before writing it
+    (None: it passes). The state is the fold's so far: the peer's own events about its
+    own stages, in its own order."""
+    from cockpit.engine.events import DECISION, RUN, SCOPE, STAGE
+
+    kind = str(ev.get("kind"))
+    scope = SCOPE.get(kind)
+    stage_id, run_id = ev.get("stage"), ev.get("run")
+    if scope == RUN and not (isinstance(run_id, str) and run_id in campaign.runs):
+        return f"run {run_id} is not in the plan"
+    if (scope in (STAGE, DECISION) or kind == "note") and not (
+            isinstance(stage_id, str) and stage_id in stages):
+        return f"stage {stage_id} is not in the plan"
+    st: Mapping[str, Any] = stages.get(stage_id, {}) if isinstance(stage_id, str) else {}
+    state = st.get("state", PENDING)
+    run: Mapping[str, Any] = runs.get(run_id, {}) if isinstance(run_id, str) else {}
+    run_state = run.get("state", NOT_STARTED)
+    if kind == "stage_claimed" and state in (RUNNING, SKIPPED, DROPPED):
+        return f"stage {stage_id} is {state}"
+    if kind == "stage_started" and (state in (SKIPPED, DROPPED) or (
+            state == RUNNING and (st.get("claim") is None or ev.get("claim") != st["claim"]))):
+        return f"stage {stage_id} is {'already ' if state == RUNNING else ''}{state}"
+    if kind == "stage_finished" and state != RUNNING:
+        return f"stage {stage_id} is not running ({state})"
+    # A decision drops its stages in the fold already; its stage_dropped lines follow.
+    if kind in ("stage_skipped", "stage_dropped") and state not in (
+            (PENDING,) if kind == "stage_skipped" else (PENDING, DROPPED)):
+        return f"stage {stage_id} is {state}, not pending"
+    if kind == "stop_requested":
+        if run_state != RUNNING or ev.get("attempt") != run.get("attempt"):
+            return f"run {run_id} is not running (this attempt)"
+        if run.get("stop") is not None:
+            return f"run {run_id} is already being stopped"
+    if kind == "result_accepted":
+        spec = campaign.runs[str(run_id)]
+        if not spec.produces_result:
+            return f"run {run_id} produces no result (D21)"
+        if run.get("stop") is not None or run_state == STOPPED:
+            return f"run {run_id} was stopped: a stopped run is never an accepted result (D15)"
+        if run_state != SUCCEEDED:
+            return f"run {run_id} is {run_state.replace('_', ' ')}, not ended successfully"
+    if kind == "result_rejected" and run_state in (NOT_STARTED, RUNNING):
+        return f"run {run_id} is {run_state.replace('_', ' ')}"
+    if kind == "decision":
+        spec_stage = campaign.stage(str(stage_id))
+        if not spec_stage.decision_point:
+            return f"stage {stage_id} is not a decision point"
+        if ev.get("outcome") not in ("continue", "limit", "revise"):
+            return f"{printable(ev.get('outcome'), 40)!s} is not continue, limit or revise"
+        if state != DONE or stage_id in decisions:
+            return f"no decision is pending at stage {stage_id}"
+        for d in ev.get("drops") or ():
+            if not isinstance(d, str) or d not in stages:
+                return f"it drops {printable(d, 40)}, no stage of the plan"
+            if campaign.stage(d).category == "essential":
+                return f"it drops the essential stage {d} (D3)"
+            # A dropped stage that already started on its own machine (the decider saw
+            # it pending a moment before) stays as it is: the fold drops only pending ones.
+    return None
 
 
 def total_costs(costs: Iterable[CostEntry]) -> dict[str, Money]:

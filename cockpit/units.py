@@ -110,6 +110,31 @@ class Money:
         return f"{plain_amount(self.amount)} {self.currency}"
 
 
+# One other cost (D20) above this, in any currency, is a typo or a wrong unit (a
+# package costs 47 to a few thousand): `cockpit cost` refuses it, and a journal line
+# holding one is not folded. A real cost that large is recorded in parts.
+MAX_OTHER_COST = Decimal(100_000)
+
+
+def other_cost(label: object, amount: object, currency: object) -> Money:
+    """The one check of an other cost (D20), for `cockpit cost` and for every journal
+    line: a label, a finite amount from 0 to ``MAX_OTHER_COST``. ValueError says why."""
+    if not isinstance(currency, str) or not currency.strip():
+        raise ValueError(f"not a currency: {currency!r}")
+    try:
+        money = Money.parse(amount if not isinstance(amount, str) else amount.strip(),
+                            currency.strip())
+    except InvalidOperation as exc:  # pragma: no cover - Money.parse turns it into ValueError
+        raise ValueError(f"not an amount: {amount!r}") from exc
+    if money.amount > MAX_OTHER_COST:
+        raise ValueError(f"amount {plain_amount(money.amount)} {money.currency} is above "
+                         f"{plain_amount(MAX_OTHER_COST)}, the most one cost entry may hold "
+                         "(a typo or a wrong unit? record a real one in parts)")
+    if not isinstance(label, str) or not label.strip():
+        raise ValueError("the label is empty")
+    return money
+
+
 def plain_amount(value: Decimal) -> str:
     """47.14 -> "47.14", 110 -> "110", 94.280 -> "94.28": no exponent, no trailing zeros."""
     text = format(value, "f")

@@ -8,6 +8,11 @@ reads: it never creates or writes anything. ``export`` writes under the campaign
 ``.cockpit/export/`` (or ``--out``) and journals ``export_done``; it exits 0 when the
 export verified, 1 when it was written but a check failed (a failed export never
 replaces a verified one: it is kept beside it, and the command says which is current).
+``budget``, ``export`` (REPORT.md, the bag's journal and history) and ``next`` read the
+campaign's history through :func:`cockpit.history.read_history`, the read path of
+``status``: this machine's journal and its peers' copies (pulled once, as ``status``
+does; the copies under ``.cockpit/peers/`` are the only files a read writes), merged,
+filtered by ownership, folded; an event not folded is named on stderr.
 ``verify-export`` exits 0 only when every check passes. A bag is data: ``verify-export``
 runs no command and allows no unsafe unpickling that the bag asks for unless
 ``--trust-commands`` is given.
@@ -20,9 +25,12 @@ import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.errors import InputError
+
+if TYPE_CHECKING:
+    from cockpit.history import History
 
 
 def add_close_commands(sub: Any) -> None:
@@ -70,25 +78,27 @@ def add_close_commands(sub: Any) -> None:
     p.set_defaults(handler=cmd_next)
 
 
-def _load(file: str) -> tuple[Any, Any]:
+def _load(file: str, *, as_decided: bool = False) -> History:
+    """The campaign's history as this machine reads it: its journal and its peers'
+    copies, merged and filtered by ownership — the same read path as ``status``."""
     from cockpit.campaign import load_campaign
-    from cockpit.journal import Journal, JournalError
-    from cockpit.state import fold
+    from cockpit.engine import machine_from_env
+    from cockpit.history import read_history
+    from cockpit.printable import printable
 
     campaign = load_campaign(file)
-    now = datetime.now(timezone.utc)
-    try:
-        events = Journal(campaign.state_dir / "journal.jsonl").events()
-    except JournalError as exc:
-        raise InputError(str(exc)) from None
-    return campaign, fold(campaign, events, now)
+    history = read_history(campaign, machine_from_env(), as_decided=as_decided)
+    for warning in history.warnings:
+        print(f"cockpit: warning: {printable(warning)}", file=sys.stderr)
+    return history
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
     from cockpit.budget import budget, render_budget
     from cockpit.conclusion import conclude_now
 
-    campaign, state = _load(args.file)
+    history = _load(args.file)
+    campaign, state = history.campaign, history.state
     now = datetime.now(timezone.utc)
     data = budget(campaign, state, now)
     if campaign.conclusion is not None:
@@ -106,12 +116,13 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from cockpit.export import ExportError, export_campaign
 
-    campaign, state = _load(args.file)
+    history = _load(args.file)
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"export --out {args.out}: not a folder")
     try:
-        result = export_campaign(campaign, state, out_dir=args.out, artifacts=args.artifacts,
-                                 verify_reload=not args.no_reload, tar=not args.no_tar)
+        result = export_campaign(history.campaign, history.state, out_dir=args.out,
+                                 artifacts=args.artifacts, verify_reload=not args.no_reload,
+                                 tar=not args.no_tar, history=history.events)
     except ExportError as exc:
         print(f"cockpit export: {exc}", file=sys.stderr)
         return 1
@@ -165,25 +176,19 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
 def cmd_next(args: argparse.Namespace) -> int:
     from statistics import median
 
-    from cockpit.campaign import load_campaign
-    from cockpit.journal import Journal, JournalError
-    from cockpit.plan_record import decided_campaign
     from cockpit.planning.calibrate import MeasuredCosts, calibrate
     from cockpit.runs.checkpoint_verifier import reported_scanner
-    from cockpit.state import fold
 
-    campaign = load_campaign(args.file)
-    out = Path(args.out) if args.out else campaign.path.with_name(campaign.path.stem
-                                                                  + ".next.yaml")
+    if args.out is not None and Path(args.out).exists():
+        raise InputError(f"next: {args.out} exists; give --out a new file (nothing was "
+                         "written)")
+    now = datetime.now(timezone.utc)
+    history = _load(args.file, as_decided=True)  # every machine's measured durations
+    decided, state, events = history.campaign, history.state, history.events
+    out = Path(args.out) if args.out else decided.path.with_name(decided.path.stem
+                                                                 + ".next.yaml")
     if out.exists():
         raise InputError(f"next: {out} exists; give --out a new file (nothing was written)")
-    now = datetime.now(timezone.utc)
-    try:
-        events = Journal(campaign.state_dir / "journal.jsonl").events()
-    except JournalError as exc:
-        raise InputError(str(exc)) from None
-    decided = decided_campaign(campaign, events)
-    state = fold(decided, events, now)
     save: dict[str, float] = {}
     for run in decided.runs.values():
         scanner = reported_scanner(decided, run)

@@ -16,7 +16,8 @@ Where each behaviour lives:
 - ``actions``   start, mark, stop, decide, accept, note, cost, verify, export
 - ``build``     the pure ``build_snapshot``
 - ``readiness`` ready / waiting / blocked / needs-person (pure)
-- ``events``    the catalogue of journal event kinds and ``describe_event``
+- ``events``    the catalogue of journal event kinds, ``describe_event`` and the
+                ownership table (which machine may write each kind)
 """
 
 from __future__ import annotations

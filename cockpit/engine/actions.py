@@ -201,7 +201,7 @@ class Acting(Recording):
             found = self.supervisor.find_marked(marker)
             with self.journal.transaction() as txn:
                 events = txn.events
-                current = fold(self.campaign, events, now).stages[st.id]
+                current = fold(self.campaign, events, now, self.machine).stages[st.id]
                 if current.claim != st.claim:
                     continue  # another cockpit reconciled it first
                 claim: Mapping[str, Any] = next(
@@ -341,6 +341,8 @@ class Acting(Recording):
             elif stage not in pending:
                 self._stage(stage)
                 raise ActionRefused(f"no decision is pending at {stage!r}")
+            # Made where its stage runs (the ownership table): elsewhere never folded.
+            self._refuse_other_machine(self._stage(stage), "decide")
             for d in drops:
                 if state.stages[d].state != PENDING:
                     raise ActionRefused(f"stage {d!r} is {state.stages[d].state}: only stages "
@@ -359,6 +361,7 @@ class Acting(Recording):
         run = self.campaign.runs.get(run_id) or self.campaign.runs.get(self._run_of(run_id))
         if run is None:
             raise InputError(f"{self.campaign.path}: no run {run_id!r}")
+        self._refuse_other_run(run.id, "verify")
         chosen = choose_checkpoint(self.campaign, run, which,
                                    (now or self.clock.now()).timestamp())
         path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
@@ -375,6 +378,7 @@ class Acting(Recording):
         run = self.campaign.runs.get(run_id) or self.campaign.runs.get(self._run_of(run_id))
         if run is None:
             raise InputError(f"{self.campaign.path}: no run {run_id!r}")
+        self._refuse_other_run(run.id, "verify")
         now = now or self.clock.now()
         chosen = choose_checkpoint(self.campaign, run, which, now.timestamp())
         path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
@@ -391,7 +395,8 @@ class Acting(Recording):
 
         now = now or self.clock.now()
         try:
-            result = export_campaign(self.campaign, self.state(now), now=now)
+            result = export_campaign(self.campaign, self.state(now), now=now,
+                                     history=self.history(now))
         except ExportError as exc:
             raise ActionRefused(str(exc)) from None
         if result.event is None:

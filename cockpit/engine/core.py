@@ -36,8 +36,10 @@ from cockpit.engine.ports import (
 )
 from cockpit.errors import ActionRefused, InputError
 from cockpit.fleet.peers import PeerSet, merge_events
+from cockpit.history import history_of
 from cockpit.hooks import HookRunner
 from cockpit.journal import Journal, parse_time
+from cockpit.printable import printable
 from cockpit.runs.checkpoint_verifier import BackgroundVerifier
 from cockpit.runs.checkpoints import CheckpointScan, CheckpointScanner
 from cockpit.runs.metrics import MetricStream
@@ -137,6 +139,7 @@ class EngineCore:
         self._streams: dict[str, MetricStream] = {}
         self._stream_attempt: dict[str, Any] = {}
         self._state: CampaignState | None = None
+        self._history: list[Mapping[str, Any]] = []
         self._state_seq = -1
         self._events_seen = 0
         self._recent: deque[EventLine] = deque(maxlen=RECENT_EVENTS)
@@ -173,12 +176,19 @@ class EngineCore:
         grown = any(len(p) != self._peer_seen.get(i, 0) for i, p in enumerate(peers))
         if self._state is None or last != self._state_seq or len(events) != self._events_seen \
                 or grown:
+            self._state, self._history = history_of(self.campaign, events, peers,
+                                                    self.machine, now or self.clock.now())
+            # A peer's event that was not folded is shown as such, once, with the reason.
+            refused = {id(d.event): d.reason for d in self._state.not_folded}
             fresh = [ev for i, p in enumerate(peers) for ev in p[self._peer_seen.get(i, 0):]]
             self._peer_seen = {i: len(p) for i, p in enumerate(peers)}
             for ev in fresh:
                 seq = int(ev.get("seq", 0))
-                line = EventLine(seq, parse_t(ev), ev["kind"],
-                                 f"[machine {ev.get('machine')}] {describe_event(ev)}",
+                text = f"[machine {ev.get('machine')}] {describe_event(ev)}"
+                if id(ev) in refused:
+                    text = (f"[machine {ev.get('machine')}] NOT FOLDED, event #{seq} "
+                            f"({printable(refused[id(ev)])}): {describe_event(ev)}")
+                line = EventLine(seq, parse_t(ev), ev["kind"], text,
                                  fields=MappingProxyType(dict(ev)),
                                  earlier=self._peers_opened is False)
                 self._recent.append(line)
@@ -197,7 +207,6 @@ class EngineCore:
                 self._recent.append(line)
                 self._fresh.append(line)
             self._events_seen = len(events)
-            self._state = fold(self.campaign, self._merge(events, peers), now or self.clock.now())
             self._state_seq = last
         return self._state
 
@@ -246,6 +255,11 @@ class EngineCore:
         if (pid, start) == self.owner:
             return ours
         return process_alive(pid, float(start) if isinstance(start, (int, float)) else None)
+    def history(self, now: datetime | None = None) -> list[Mapping[str, Any]]:
+        """The events the state was folded from: this machine's and its peers', merged
+        and filtered (what ``budget``, ``export`` and ``next`` read)."""
+        self.state(now)
+        return self._history
 
     def close(self) -> None:
         if self.gpu_sampler is not None:
@@ -282,7 +296,7 @@ class EngineCore:
 
     def _fold(self, own: list[dict[str, Any]], now: datetime) -> CampaignState:
         """``fold`` over the own events (read under the lock) and the peers' copies."""
-        return fold(self.campaign, self._merge(own), now)
+        return fold(self.campaign, self._merge(own), now, self.machine)
 
     def _mine(self, stage_id: str | None) -> bool:
         """Whether a stage (by id) is this machine's to launch, stop and supervise."""

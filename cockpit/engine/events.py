@@ -1,21 +1,46 @@
-"""The one catalogue of journal event kinds: who writes each, its fields, its human line.
+"""The one catalogue of journal event kinds: who writes each, its fields, its human line,
+and which machine may write it (the ownership table, ``SCOPE``; D12).
 
 Every event also carries ``seq``, ``t`` and ``kind`` (the journal adds them). The
 fields listed are what the writers put there today; a reader must still treat each
 one as optional (an older journal, a hand-edited line). ``describe_event`` is the one
 place an event becomes a sentence: the headless output, the TUI's event list and
 the CLI's "journal #N ..." lines all use it.
+
+Ownership: a campaign on several machines has one journal per machine, and every
+machine folds all of them. An event counts only when the machine that wrote it may
+write it (``SCOPE``, one entry per kind):
+
+- ``stage``: a stage's claim, start, finish or skip: only the machine that runs the
+  stage (``stages[].machine``).
+- ``run``: a run's start, exit, stop request and end, rule firings, checkpoint and
+  resume verifications, verdicts: only the machine that runs the run's stage.
+- ``decision``: a decision, only from the machine of its decision-point stage; a
+  ``stage_dropped`` from the dropped stage's machine or from the machine whose
+  decision dropped it (a decision is made where its stage runs and drops across
+  machines: the one documented cross-machine effect besides ``after``).
+- ``any``: campaign-wide facts any machine may record (other costs, notes on a stage
+  of the plan); each is still checked as its own command checks it.
+- ``local``: the writer's own records (the plan and rules as it recorded them, its
+  environment, warnings, hooks, exports): folded only from the reader's own journal.
+
+:func:`refusal` applies the table to one event; :func:`cockpit.state.fold` drops what
+a machine may not write, with one warning naming the machine and the event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cockpit.campaign.model import Campaign
 from cockpit.units import format_duration
 
 Event = Mapping[str, Any]
+
+# The ownership scopes (see the module docstring).
+STAGE, RUN, DECISION, ANY, LOCAL = "stage", "run", "decision", "any", "local"
 
 
 @dataclass(frozen=True)
@@ -168,6 +193,58 @@ _KINDS = (
 )
 
 EVENT_KINDS: dict[str, EventKind] = {k.kind: k for k in _KINDS}
+
+# Which machine may write each kind: the ownership table (see the module docstring).
+SCOPE: dict[str, str] = {
+    "plan_recorded": LOCAL, "plan_changed": LOCAL, "environment_recorded": LOCAL,
+    "rules_recorded": LOCAL, "warning": LOCAL, "export_done": LOCAL, "hook_started": LOCAL,
+    "stage_claimed": STAGE, "stage_started": STAGE, "stage_finished": STAGE,
+    "stage_skipped": STAGE,
+    "run_started": RUN, "run_exited": RUN, "stop_requested": RUN, "stop_done": RUN,
+    "rule_fired": RUN, "result_accepted": RUN, "result_rejected": RUN,
+    "resume_verified": RUN, "verify_started": RUN, "checkpoint_verified": RUN,
+    "decision": DECISION, "stage_dropped": DECISION,
+    "cost": ANY, "note": ANY,
+    "clock_jump": LOCAL, "claim_expired": RUN,
+}
+assert set(SCOPE) == set(EVENT_KINDS), "every event kind has an owner rule"
+
+
+def owner(campaign: Campaign, event: Event) -> int | None:
+    """The machine whose stage or run the event is about (None: it names none of the
+    plan's, or its kind is campaign-wide or local)."""
+    scope = SCOPE.get(str(event.get("kind")))
+    stage_id, run_id = event.get("stage"), event.get("run")
+    if scope == RUN and isinstance(run_id, str):
+        of_run = campaign.stage_of_run(run_id)
+        return of_run.machine if of_run is not None else None
+    if scope in (STAGE, RUN, DECISION) and isinstance(stage_id, str):
+        try:
+            return campaign.stage(stage_id).machine
+        except KeyError:
+            return None
+    return None
+
+
+def refusal(campaign: Campaign, event: Event, writer: int,
+            dropped_by: Collection[str] = ()) -> str | None:
+    """Why machine ``writer`` may not write ``event`` under the ownership table (None:
+    it may, or the event names no stage or run of the plan). ``dropped_by``: the stages
+    a decision of ``writer`` dropped. ``any`` and ``local`` kinds: None (a local record
+    is the caller's to skip: it is a machine's own record, not an offence)."""
+    kind = str(event.get("kind"))
+    scope = SCOPE.get(kind)
+    if scope not in (STAGE, RUN, DECISION):
+        return None
+    machine = owner(campaign, event)
+    if machine is None or machine == writer:
+        return None
+    if kind == "stage_dropped" and event.get("stage") in dropped_by:
+        return None  # dropped by that machine's own decision
+    what = (f"run {event.get('run')}" if scope == RUN and isinstance(event.get("run"), str)
+            else f"stage {event.get('stage')}")
+    return (f"{what} runs on machine {machine}; a machine writes {kind} only for its own "
+            "stages")
 
 
 def describe_event(ev: Event) -> str:

@@ -7,7 +7,6 @@ that start, stop and check processes.
 from __future__ import annotations
 
 from datetime import datetime
-from decimal import InvalidOperation
 from typing import Any
 
 from cockpit.campaign.model import Run
@@ -23,7 +22,7 @@ from cockpit.state import (
     CampaignState,
     RunState,
 )
-from cockpit.units import Money, plain_amount
+from cockpit.units import other_cost, plain_amount
 
 
 class Recording(Observing):
@@ -38,7 +37,9 @@ class Recording(Observing):
         if not state.plan_changed:
             return {}
         if self._decided_for != state.plan_hash:
-            decided = decided_campaign(self.campaign, self._merge(self.journal.events()))
+            # The plan as decided is this machine's own record (a local kind; the fleet
+            # view, with no journal of its own, reads every machine's).
+            decided = decided_campaign(self.campaign, self.history())
             self._decided_cache = {s.id: s.seconds for s in decided.stages}
             self._decided_for = state.plan_hash
         return self._decided_cache
@@ -59,6 +60,7 @@ class Recording(Observing):
         ``override`` with a note (journaled as an override); None when already accepted."""
         now = now or self.clock.now()
         spec = self._result_run(run_id)
+        self._refuse_other_run(run_id, "accept")
         run = self.state(now).runs[run_id]
         self._judgeable(run_id, run)
         if run.verdict == "accepted":
@@ -90,6 +92,7 @@ class Recording(Observing):
         it is already rejected."""
         now = now or self.clock.now()
         spec = self._result_run(run_id)
+        self._refuse_other_run(run_id, "reject")
         if not note.strip():
             raise InputError("reject needs a --note saying why")
         with self.journal.transaction() as txn:
@@ -109,6 +112,13 @@ class Recording(Observing):
                                 "check, pilot or resume check measures or decides): it needs "
                                 "no verdict (D21)")
         return spec
+
+    def _refuse_other_run(self, run_id: str, what: str) -> None:
+        """A verdict or a verification is written by the run's own machine (the
+        ownership table): elsewhere it would never be folded."""
+        owner = self.campaign.stage_of_run(run_id)
+        if owner is not None:
+            self._refuse_other_machine(owner, what)
 
     @staticmethod
     def _judgeable(run_id: str, run: RunState, *, rejecting: bool = False) -> None:
@@ -133,11 +143,9 @@ class Recording(Observing):
     def cost(self, label: str, amount: str, currency: str = "USD",
              now: datetime | None = None) -> dict[str, Any]:
         try:
-            money = Money.parse(amount, currency)
-        except (ValueError, InvalidOperation) as exc:
+            money = other_cost(label, amount, currency)  # the same check as the fold's
+        except ValueError as exc:
             raise InputError(f"cost: {exc}") from None
-        if not label.strip():
-            raise InputError("cost: the label is empty")
         # The exact text of the Decimal: no float on the way to the journal.
         return self.journal.append("cost", now=now or self.clock.now(), label=label,
                                    amount=plain_amount(money.amount), currency=money.currency,

@@ -43,7 +43,7 @@ import platform
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -57,6 +57,7 @@ from cockpit.budget import budget
 from cockpit.campaign.model import Campaign
 from cockpit.conclusion import conclude, conclusion_spec
 from cockpit.export.bagit_files import fetch_target, fetch_text, write_bag_files, write_tar
+from cockpit.export.export_checks import HISTORY_FILE
 from cockpit.export.hashing import HashCache
 from cockpit.export.payload import Payload, existing_metric_files, run_status
 from cockpit.export.provenance_files import (
@@ -179,14 +180,18 @@ def export_campaign(
     journal: bool = True,
     progress: Progress | None = None,
     verifier: Callable[..., Any] = verify_checkpoint,
+    history: Sequence[Mapping[str, Any]] | None = None,
 ) -> ExportResult:
-    """Write the export atomically, verify it (verify-export) and journal ``export_done``."""
+    """Write the export atomically, verify it (verify-export) and journal ``export_done``.
+
+    ``history``: the events ``state`` was folded from (:mod:`cockpit.history`: this
+    machine's and its peers', filtered by ownership); None: this machine's journal."""
     if artifacts not in ARTIFACT_MODES:
         raise ValueError(f"artifacts must be one of {', '.join(ARTIFACT_MODES)}")
     now = now or datetime.now(timezone.utc)
     step = progress or (lambda _phase: None)
     log = Journal(campaign.state_dir / "journal.jsonl")
-    events = log.events()
+    events = [dict(ev) for ev in history] if history is not None else log.events()
     if state is None:
         state = fold(campaign, events, now)
     root = Path(out_dir).resolve() if out_dir is not None else default_export_root(campaign)
@@ -289,6 +294,12 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         raw = raw[: raw.rfind(b"\n") + 1]
         if raw:
             payload.add_bytes("journal/journal.jsonl", raw)
+    if any("machine" in ev for ev in events):
+        # Several machines: the history this export was made from (every machine's
+        # events that were folded, a peer's tagged with its machine), beside this one's.
+        payload.add_bytes(HISTORY_FILE, b"".join(
+            (json.dumps(ev, default=str, ensure_ascii=False) + "\n").encode("utf-8")
+            for ev in events))
     step("plan_written")
 
     runs_json: dict[str, Any] = {}

@@ -20,6 +20,10 @@ import yaml
 from cockpit.acceptance import compare_ids, read_expected_ids, read_prediction_ids
 from cockpit.runs.reload_check import run_verify_command
 
+# In a bag of a campaign on several machines: the history the export was folded from
+# (every machine's events kept by the ownership rules), beside this machine's journal.
+HISTORY_FILE = "journal/history.jsonl"
+
 ACCOUNTED = ("accepted", "stopped", "dropped", "not_run", "rejected", "failed", "skipped",
              "no_result")
 
@@ -118,8 +122,12 @@ def _manifest_problems(bag: Path) -> list[str]:
 
 
 def _journal_verdicts(bag: Path) -> dict[str, str]:
+    """The verdicts the bag's journal holds: the merged history of every machine when the
+    campaign ran on several (``HISTORY_FILE``), else the one journal."""
     verdicts: dict[str, str] = {}
-    path = bag / "data" / "journal" / "journal.jsonl"
+    path = bag / "data" / HISTORY_FILE
+    if not path.is_file():
+        path = bag / "data" / "journal" / "journal.jsonl"
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:

@@ -12,7 +12,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from cockpit.export.export_checks import Check, payload_files
+from cockpit.export.export_checks import HISTORY_FILE, Check, payload_files
 
 TEXT_SUFFIXES = (".txt", ".md", ".json", ".jsonl", ".yaml", ".yml", ".csv", ".tsv", ".cfg",
                  ".ini", ".toml", ".log", ".py", ".sh", ".svg", ".sha256", ".ids", "")
@@ -84,7 +84,7 @@ def no_temp_paths(bag: Path, campaign_folder: Path | None) -> Check:
         scanned += 1
         # The journal is history (which interpreter ran, where): a temporary path there
         # is a fact to note, not something a reload depends on.
-        history = rel == "data/journal/journal.jsonl"
+        history = rel in ("data/journal/journal.jsonl", f"data/{HISTORY_FILE}")
         if history:
             # Where earlier exports were written is history, not something results need.
             text = "\n".join(line for line in text.splitlines()
