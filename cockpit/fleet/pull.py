@@ -122,7 +122,7 @@ class PullHeld(Exception):
     """Another process of this box holds the copy (its pull is running)."""
 
     def __init__(self, holder: str) -> None:
-        super().__init__(f"a pull by another process on this box ({holder}) holds the copy")
+        super().__init__(f"pull held by another process on this box ({holder})")
         self.holder = holder
 
 
@@ -250,6 +250,9 @@ class PeerCache:
             try:
                 answer = run_ssh(self.machine, remote_pull_command(args, timeout),
                                  timeout=timeout, max_stdout=limit)
+                if answer.code in (124, 137):  # `timeout` there ended the command
+                    raise SshError(f"machine {self.machine.number} ({self.machine.ssh}): no "
+                                   f"answer within {timeout - 1:g} s (stopped there)")
                 result = self._apply(state, answer.stdout)
             except SshError as exc:
                 if "no answer within" in str(exc):  # a slower link: smaller chunks
