@@ -12,7 +12,7 @@ changes it every tick).
 
 Then one peer whose journal holds a 200 MB line (issue 21): the engine ticks while the
 background pull skips that line on the peer, against the same engine with an ordinary
-peer in the same run; the longest tick and the process's peak RSS (ru_maxrss: this case
+peer in the same run; the longest tick and the process's peak RSS (VmHWM: this case
 runs first, so the peak is its own) are printed.
 
     python bench/fleet_bench.py
@@ -53,21 +53,21 @@ def fill(file: Path, n: int) -> None:
         journal.append("note", stage="s1", text=f"note {i} " + "x" * 60)
 
 
-def add_long_line(file: Path, megabytes: int) -> int:
+def add_long_line(file: Path, megabytes: int, seq: int) -> int:
     """A note of ``megabytes`` MiB appended to the journal (written in 1 MiB blocks),
     then one ordinary note after it; returns the long line's size."""
     path = file.parent / ".cockpit" / "journal.jsonl"
     with open(path, "ab") as f:
         start = f.tell()
-        f.write(b'{"seq": 999998, "t": "2026-12-02T09:00:00.000000Z", "kind": "note", '
-                b'"stage": "s2", "text": "')
+        f.write(b'{"seq": %d, "t": "2026-12-02T09:00:00.000000Z", "kind": "note", '
+                b'"stage": "s2", "text": "' % seq)
         block = b"y" * (1024 * 1024)
         for _ in range(megabytes):
             f.write(block)
         f.write(b'"}\n')
         size = f.tell() - start
-        f.write(b'{"seq": 999999, "t": "2026-12-02T09:00:01.000000Z", "kind": "note", '
-                b'"stage": "s2", "text": "after the long line"}\n')
+        f.write(b'{"seq": %d, "t": "2026-12-02T09:00:01.000000Z", "kind": "note", '
+                b'"stage": "s2", "text": "after the long line"}\n' % (seq + 1))
     return size
 
 
@@ -97,8 +97,6 @@ def ticks_while_pulling(engine: object, peer_set: object, source: Path, ticks: i
 
 
 def big_line(keys: Keys, server: Sshd, root: Path, args: argparse.Namespace) -> None:
-    import resource
-
     from cockpit.campaign import load_campaign
     from cockpit.engine import Engine
     from cockpit.fleet.peers import PeerSet
@@ -113,9 +111,9 @@ def big_line(keys: Keys, server: Sshd, root: Path, args: argparse.Namespace) -> 
         files = [campaign(f, machines, 2) for f in folders]
         fill(files[1], args.events)
         if label == "long_line":
-            out["long_line_bytes"] = add_long_line(files[1], args.big_line_mb)
+            out["long_line_bytes"] = add_long_line(files[1], args.big_line_mb, args.events + 1)
         else:
-            add_long_line(files[1], 0)  # the same shape, an ordinary line
+            add_long_line(files[1], 0, args.events + 1)  # the same shape, an ordinary line
         source = files[1].parent / ".cockpit" / "journal.jsonl"
         c = load_campaign(files[0])
         peer_set = PeerSet(c, 1, interval=0.5)
@@ -132,7 +130,9 @@ def big_line(keys: Keys, server: Sshd, root: Path, args: argparse.Namespace) -> 
         out[f"{label}_ticks"] = len(times)
     out["max_tick_ratio"] = round(float(out["long_line_tick_max_ms"])  # type: ignore[arg-type]
                                   / float(out["ordinary_tick_max_ms"]), 2)  # type: ignore[arg-type]
-    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    with open("/proc/self/status") as status:  # VmHWM: this process image's peak RSS
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    out["peak_rss_mib"] = round(peak / 1024, 1)
     print(json.dumps(out))
 
 

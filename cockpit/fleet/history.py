@@ -5,9 +5,9 @@ This module owns reading ``.cockpit/peers/<N>/journal.jsonl`` (written only by
 full record; memory holds, per peer:
 
 - every event of the kinds that make the campaign's state (stages, runs, stops,
-  decisions, verdicts, costs, the plan: :data:`STATE_KINDS`) up to
-  :data:`STATE_BYTES` of their lines, and
-- the other kinds (notes, warnings, rules fired, verifications, unknown kinds) up to
+  decisions, verdicts, costs, the plan, rules fired, verified checkpoints:
+  :data:`STATE_KINDS`) up to :data:`STATE_BYTES` of their lines, and
+- the other kinds (notes, warnings, verification claims, hooks, unknown kinds) up to
   :data:`OTHER_BYTES`,
 
 so a peer that keeps writing notes or warnings cannot crowd out the events that decide
@@ -41,6 +41,7 @@ STATE_KINDS = frozenset({
     "plan_recorded", "plan_changed", "rules_recorded", "stage_claimed", "stage_started",
     "stage_finished", "stage_skipped", "stage_dropped", "run_started", "run_exited",
     "stop_requested", "stop_done", "decision", "result_accepted", "result_rejected", "cost",
+    "rule_fired", "checkpoint_verified",
 })
 STATE_BYTES = 16 * 1024 * 1024  # lines of STATE_KINDS held per peer
 OTHER_BYTES = 8 * 1024 * 1024  # lines of every other kind held per peer

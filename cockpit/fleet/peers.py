@@ -148,6 +148,9 @@ class PeerLink:
 
     def start(self) -> None:
         if self._thread is None:
+            # The copy held so far, read now (at open, not in a tick): the first tick
+            # sees the history it would have seen before, as history.
+            self.history.refresh()
             self._thread = threading.Thread(target=self._loop, daemon=True,
                                             name=f"cockpit-peer-{self.cache.machine.number}")
             self._thread.start()

@@ -113,7 +113,7 @@ if [ "$c" -gt 0 ]; then tail -c +$((start + 1)) "$j" | head -c "$c"; fi
 
 def remote_pull_command(args: list[str], timeout: float = PULL_TIMEOUT_S) -> str:
     """The command line for the peer: the script under ``timeout`` (1 s under ours)."""
-    command = "sh -c " + shlex.quote(REMOTE_SCRIPT) + " cockpit-pull " + \
+    command = "exec sh -c " + shlex.quote(REMOTE_SCRIPT) + " cockpit-pull " + \
         " ".join(shlex.quote(a) for a in args)
     return remote_limited(command, timeout - 1)
 

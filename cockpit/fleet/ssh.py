@@ -227,8 +227,9 @@ def _end_group(proc: subprocess.Popen[bytes], cut_short: bool) -> None:
 def remote_limited(command: str, seconds: float) -> str:
     """``command`` (a shell command line) bounded on the remote side by coreutils
     ``timeout``: at the limit its whole process group gets SIGTERM, then SIGKILL 2 s
-    later, so a command the client gave up on does not live on there."""
-    return f"timeout -k 2 {max(1, int(seconds))} {command}"
+    later, so a command the client gave up on does not live on there (without a
+    terminal, sshd signals nothing when the client goes away)."""
+    return f"timeout -k 2 {max(1, int(seconds))} sh -c {shlex.quote(command)}"
 
 
 def close_master(machine: Machine) -> None:
