@@ -309,3 +309,33 @@ def test_a_journal_line_over_the_maximum_in_a_copy_is_never_held(tmp_path: Path)
     assert all(e["machine"] == 2 for e in history.events())
     assert [p.line for p in history.problems()] == [2]
     assert "skipped" in history.problems()[0].message
+
+
+@pytest.mark.slow
+def test_a_connection_that_never_answers_leaves_no_proxy_behind(tmp_path: Path) -> None:
+    """The client side (no sshd): a ProxyCommand that connects to nothing and never
+    speaks. Each timed-out pull ends the ssh client's whole group, its proxy included."""
+    from cockpit.campaign import load_campaign
+    from cockpit.fleet.peers import PeerCache, PeerLink
+
+    marker = tmp_path / "never-answers"
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host *\n  ProxyCommand {PY} -c 'import time; time.sleep(300)' "
+                      f"{marker}\n  UserKnownHostsFile /dev/null\n"
+                      "  StrictHostKeyChecking yes\n")
+    machines = {str(n): {"ssh": "127.0.0.1", "path": str(tmp_path / f"m{n}"),
+                         "ssh_config": str(config)} for n in (1, 2)}
+    campaign = load_campaign(_campaign(tmp_path / "m1", machines))
+    link = PeerLink(PeerCache(campaign, campaign.machines[2]), 0.3)
+    try:
+        for _ in range(3):
+            link.pull_now(timeout=3)
+            assert link.reachable is False and link.last_ok is None
+        # ssh's own ConnectTimeout or ours, whichever comes first on this machine.
+        assert "no connection within" in (link.error or "") or "timed out" in link.error
+        time.sleep(0.5)
+        left = _stuck(marker)
+        assert not left, f"{len(left)} ProxyCommands still run"
+    finally:
+        for proc in _stuck(marker):
+            proc.kill()
