@@ -148,7 +148,7 @@ def median_tick(engine: object, ticks: int) -> float:
 def run(peers: int, keys: Keys, server: Sshd, root: Path, args: argparse.Namespace) -> None:
     from cockpit.campaign import load_campaign
     from cockpit.engine import Engine
-    from cockpit.fleet.peers import PeerCache, PeerSet
+    from cockpit.fleet.peers import PeerCache, PeerSet, PullHeld
 
     count = peers + 1
     folders = [root / f"p{peers}-m{n}" for n in range(1, count + 1)]
@@ -172,13 +172,17 @@ def run(peers: int, keys: Keys, server: Sshd, root: Path, args: argparse.Namespa
     fleet.close()
     time.sleep(1.0)  # the background pulls have stopped (they hold the copy's lock)
     cache = PeerCache(c, c.machines[2])
-    cache.pull()
     rtts, sizes = [], []
+    first_done = False
     while len(rtts) < args.pulls:
         t0 = time.perf_counter()
-        result = cache.pull()
-        if result is None:  # a last background pull still held the copy
+        try:
+            result = cache.pull()
+        except PullHeld:  # a last background pull still held the copy
             time.sleep(0.2)
+            continue
+        if not first_done:  # the first one may still bring the status line
+            first_done = True
             continue
         rtts.append(time.perf_counter() - t0)
         sizes.append(result.received)

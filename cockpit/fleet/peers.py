@@ -97,6 +97,8 @@ class PeerLink:
     history: PeerHistory = field(init=False)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _notice_sig: tuple[int, int, int] | None = None
+    _notices: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.history = PeerHistory(self.cache.journal_path, self.cache.machine.number)
@@ -180,16 +182,29 @@ class PeerLink:
         held = 0
         with contextlib.suppress(OSError):
             held = self.cache.journal_path.stat().st_size
-        state = self.cache.load_state()
-        notices = [f"machine {self.cache.machine.number}: journal line at byte {off} "
-                   f"({length} bytes) is over the {MAX_LINE_BYTES} byte maximum: skipped"
-                   for off, length in state.skipped[-3:]]
-        notices += [f"machine {self.cache.machine.number}: pulled journal line {p.line}: "
-                    f"{p.message}" for p in self.history.problems()
-                    if "held in memory" in p.message]
+        notices = [*self._skip_notices(),
+                   *(f"machine {self.cache.machine.number}: pulled journal line {p.line}: "
+                     f"{p.message}" for p in self.history.problems()
+                     if "held in memory" in p.message)]
         return PeerView(self.cache.machine.number, self.cache.machine.ssh, self.reachable,
                         self.last_ok, self.error, held, status_line(self.cache),
                         self.pulls, self.received, tuple(notices))
+
+    def _skip_notices(self) -> list[str]:
+        """The last lines skipped (whoever on this box pulled them), from ``state.json``;
+        parsed again only when that file changed (a view is made every tick)."""
+        try:
+            st = os.stat(self.cache.state_path)
+        except OSError:
+            return []
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if sig != self._notice_sig:
+            self._notice_sig = sig
+            self._notices = [
+                f"machine {self.cache.machine.number}: journal line at byte {off} "
+                f"({length} bytes) is over the {MAX_LINE_BYTES} byte maximum: skipped"
+                for off, length in self.cache.load_state().skipped[-3:]]
+        return self._notices
 
 
 class PeerSet:
