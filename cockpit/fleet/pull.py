@@ -253,7 +253,11 @@ class PeerCache:
                 if answer.code in (124, 137):  # `timeout` there ended the command
                     raise SshError(f"machine {self.machine.number} ({self.machine.ssh}): no "
                                    f"answer within {timeout - 1:g} s (stopped there)")
-                result = self._apply(state, answer.stdout)
+                try:
+                    result = self._apply(state, answer.stdout)
+                except ValueError:  # a number that is not one: not our script's answer
+                    raise SshError(f"machine {self.machine.number}: not a cockpit pull "
+                                   "answer") from None
             except SshError as exc:
                 if "no answer within" in str(exc):  # a slower link: smaller chunks
                     self.chunk = max(CHUNK_MIN, self.chunk // 4)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.campaign.model import Machine
+from cockpit.printable import printable
 
 CONNECT_TIMEOUT_S = 5
 COMMAND_TIMEOUT_S = 15.0
@@ -117,7 +118,7 @@ def ensure_master(machine: Machine, timeout: float) -> None:
             err.seek(0)
             why = err.read().decode("utf-8", "replace").strip().splitlines()
             raise SshError(f"machine {machine.number} ({machine.ssh}): "
-                           f"{why[-1] if why else 'ssh failed'}")
+                           f"{printable(why[-1]) if why else 'ssh failed'}")
 
 
 def run_ssh(machine: Machine, remote: str, *, timeout: float = COMMAND_TIMEOUT_S,
@@ -155,7 +156,7 @@ def run_ssh(machine: Machine, remote: str, *, timeout: float = COMMAND_TIMEOUT_S
     if code == 255:
         lines = err.decode("utf-8", "replace").strip().splitlines()
         raise SshError(f"machine {machine.number} ({machine.ssh}): "
-                       f"{lines[-1] if lines else 'ssh failed'}")
+                       f"{printable(lines[-1]) if lines else 'ssh failed'}")
     return SshResult(code, out, err)
 
 
