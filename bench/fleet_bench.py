@@ -10,8 +10,14 @@ one SSH round trip over the shared ControlMaster connection: its time and the by
 received are printed too (the status log line is counted apart: a live headless
 changes it every tick).
 
+Then one peer whose journal holds a 200 MB line (issue 21): the engine ticks while the
+background pull skips that line on the peer, against the same engine with an ordinary
+peer in the same run; the longest tick and the process's peak RSS (VmHWM: this case
+runs first, so the peak is its own) are printed.
+
     python bench/fleet_bench.py
     python bench/fleet_bench.py --ticks 400 --events 2000
+    python bench/fleet_bench.py --big-line-mb 200 --only-big-line
 """
 
 from __future__ import annotations
@@ -47,6 +53,89 @@ def fill(file: Path, n: int) -> None:
         journal.append("note", stage="s1", text=f"note {i} " + "x" * 60)
 
 
+def add_long_line(file: Path, megabytes: int, seq: int) -> int:
+    """A note of ``megabytes`` MiB appended to the journal (written in 1 MiB blocks),
+    then one ordinary note after it; returns the long line's size."""
+    path = file.parent / ".cockpit" / "journal.jsonl"
+    with open(path, "ab") as f:
+        start = f.tell()
+        f.write(b'{"seq": %d, "t": "2026-12-02T09:00:00.000000Z", "kind": "note", '
+                b'"stage": "s2", "text": "' % seq)
+        block = b"y" * (1024 * 1024)
+        for _ in range(megabytes):
+            f.write(block)
+        f.write(b'"}\n')
+        size = f.tell() - start
+        f.write(b'{"seq": %d, "t": "2026-12-02T09:00:01.000000Z", "kind": "note", '
+                b'"stage": "s2", "text": "after the long line"}\n' % (seq + 1))
+    return size
+
+
+def ticks_while_pulling(engine: object, peer_set: object, source: Path, ticks: int
+                        ) -> tuple[list[float], float]:
+    """Tick times from the start of the background pulls until the copy holds the whole
+    peer journal (and ``ticks`` more); the seconds until it did."""
+    from cockpit.fleet.peers import PeerSet
+
+    assert isinstance(peer_set, PeerSet)
+    link = peer_set.links[2]
+    target = source.stat().st_size
+    times: list[float] = []
+    t0 = time.monotonic()
+    peer_set.start()
+    caught_up: float | None = None
+    while caught_up is None or len(times) < ticks:
+        start = time.perf_counter()
+        engine.tick()  # type: ignore[attr-defined]
+        times.append(time.perf_counter() - start)
+        if caught_up is None and link.cache.load_state().offset == target:
+            caught_up = time.monotonic() - t0
+        if time.monotonic() - t0 > 120:
+            raise SystemExit("fleet_bench: the peer was not pulled within 120 s")
+        time.sleep(0.005)
+    return times, caught_up
+
+
+def big_line(keys: Keys, server: Sshd, root: Path, args: argparse.Namespace) -> None:
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+    from cockpit.fleet.peers import PeerSet
+
+    out: dict[str, object] = {"case": "peer journal with a long line",
+                              "long_line_mb": args.big_line_mb}
+    for label in ("ordinary", "long_line"):
+        folders = [root / f"big-{label}-m{n}" for n in (1, 2)]
+        machines = {str(n): {"ssh": "127.0.0.1", "port": server.port,
+                             "path": str(folders[n - 1]), "ssh_config": str(keys.config)}
+                    for n in (1, 2)}
+        files = [campaign(f, machines, 2) for f in folders]
+        fill(files[1], args.events)
+        if label == "long_line":
+            out["long_line_bytes"] = add_long_line(files[1], args.big_line_mb, args.events + 1)
+        else:
+            add_long_line(files[1], 0, args.events + 1)  # the same shape, an ordinary line
+        source = files[1].parent / ".cockpit" / "journal.jsonl"
+        c = load_campaign(files[0])
+        peer_set = PeerSet(c, 1, interval=0.5)
+        engine = Engine(c, machine=1, peers=peer_set)
+        engine.tick()
+        times, caught_up = ticks_while_pulling(engine, peer_set, source, args.ticks)
+        engine.close()
+        time.sleep(1.0)
+        events = peer_set.links[2].events()
+        assert events and events[-1].get("text") == "after the long line", "not pulled"
+        out[f"{label}_tick_median_ms"] = round(statistics.median(times) * 1e3, 3)
+        out[f"{label}_tick_max_ms"] = round(max(times) * 1e3, 3)
+        out[f"{label}_pulled_in_s"] = round(caught_up, 2)
+        out[f"{label}_ticks"] = len(times)
+    out["max_tick_ratio"] = round(float(out["long_line_tick_max_ms"])  # type: ignore[arg-type]
+                                  / float(out["ordinary_tick_max_ms"]), 2)  # type: ignore[arg-type]
+    with open("/proc/self/status") as status:  # VmHWM: this process image's peak RSS
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    out["peak_rss_mib"] = round(peak / 1024, 1)
+    print(json.dumps(out))
+
+
 def median_tick(engine: object, ticks: int) -> float:
     times = []
     for _ in range(ticks):
@@ -59,7 +148,7 @@ def median_tick(engine: object, ticks: int) -> float:
 def run(peers: int, keys: Keys, server: Sshd, root: Path, args: argparse.Namespace) -> None:
     from cockpit.campaign import load_campaign
     from cockpit.engine import Engine
-    from cockpit.fleet.peers import PeerCache, PeerSet
+    from cockpit.fleet.peers import PeerCache, PeerSet, PullHeld
 
     count = peers + 1
     folders = [root / f"p{peers}-m{n}" for n in range(1, count + 1)]
@@ -83,13 +172,17 @@ def run(peers: int, keys: Keys, server: Sshd, root: Path, args: argparse.Namespa
     fleet.close()
     time.sleep(1.0)  # the background pulls have stopped (they hold the copy's lock)
     cache = PeerCache(c, c.machines[2])
-    cache.pull()
     rtts, sizes = [], []
+    first_done = False
     while len(rtts) < args.pulls:
         t0 = time.perf_counter()
-        result = cache.pull()
-        if result is None:  # a last background pull still held the copy
+        try:
+            result = cache.pull()
+        except PullHeld:  # a last background pull still held the copy
             time.sleep(0.2)
+            continue
+        if not first_done:  # the first one may still bring the status line
+            first_done = True
             continue
         rtts.append(time.perf_counter() - t0)
         sizes.append(result.received)
@@ -109,6 +202,8 @@ def main() -> int:
     parser.add_argument("--ticks", type=int, default=200)
     parser.add_argument("--events", type=int, default=1000)
     parser.add_argument("--pulls", type=int, default=20)
+    parser.add_argument("--big-line-mb", type=int, default=200)
+    parser.add_argument("--only-big-line", action="store_true")
     args = parser.parse_args()
     why = skip_reason()
     if why:
@@ -120,8 +215,10 @@ def main() -> int:
         server = Sshd(keys, "bench")
         server.start()
         try:
-            for peers in (2, 8):
-                run(peers, keys, server, root, args)
+            big_line(keys, server, root, args)  # first: the peak RSS is its own
+            if not args.only_big_line:
+                for peers in (2, 8):
+                    run(peers, keys, server, root, args)
         finally:
             server.kill()
     return 0

@@ -138,11 +138,13 @@ class MachineView:
     held_bytes: int  # bytes of its journal held here
     gpus: tuple[Mapping[str, Any], ...] = ()  # from its status log's last line
     status_at: str | None = None  # when that line was written
+    notices: tuple[str, ...] = ()  # its journal lines skipped here, its history's bounds
 
     @property
     def label(self) -> str:
         if self.reachable is None:
-            return f"machine {self.machine} ({self.ssh}): not reached yet"
+            why = f" ({self.error})" if self.error else ""
+            return f"machine {self.machine} ({self.ssh}): not reached yet{why}"
         age = "never" if self.data_age_s is None else f"{self.data_age_s:.0f} s old"
         if self.reachable:
             return f"machine {self.machine} ({self.ssh}): reachable, data {age}"
@@ -286,4 +288,5 @@ def machine_json(m: MachineView) -> dict[str, Any]:
     return {"machine": m.machine, "ssh": m.ssh, "reachable": m.reachable,
             "data_age_s": None if m.data_age_s is None else round(m.data_age_s, 1),
             "error": m.error, "held_bytes": m.held_bytes, "status_at": m.status_at,
+            "notices": list(m.notices),
             "gpus": [dict(g) for g in m.gpus]}

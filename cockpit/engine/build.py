@@ -284,8 +284,9 @@ def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
         yield f"journal line {problem.line}: {problem.message}"
     yield from state.journal_warnings
     for m in obs.machines:
-        if m.reachable is False:
+        if m.reachable is False or (m.reachable is None and m.error):
             yield m.label
+        yield from m.notices
     if verdict == "exceeds":
         yield ("the forecast exceeds the rental window (D11): see the options" if options
                else f"the forecast exceeds the rental window (D11): "

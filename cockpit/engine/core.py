@@ -279,7 +279,7 @@ class EngineCore:
             out.append(MachineView(
                 v.machine, v.ssh, v.reachable, v.age_s(wall), v.error, v.held_bytes,
                 tuple(g for g in gpus if isinstance(g, dict)) if isinstance(gpus, list) else (),
-                str(status["t"]) if "t" in status else None))
+                str(status["t"]) if "t" in status else None, v.notices))
         return tuple(out)
 
     def _peer_events(self) -> list[list[dict[str, Any]]]:

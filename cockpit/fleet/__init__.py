@@ -6,7 +6,11 @@ byte held) and fold it with their own; ``cockpit fleet`` does the same for every
 machine, from anywhere, and runs actions as ``cockpit`` commands on the owning
 machine. Nothing is ever written on a peer except through its own ``cockpit``.
 
-- ``ssh``    the system OpenSSH client with a control socket: argv, time limits
-- ``peers``  the pull (one small round trip when nothing changed), its cache, the
-             background thread with backoff, the merge of own and peer events
+- ``ssh``     the system OpenSSH client with a control socket: argv, time limits (the
+              client's group killed at the limit, the remote command under ``timeout``)
+- ``pull``    one pull: a bounded chunk of whole lines (one small round trip when
+              nothing changed), lines over the maximum skipped on the peer, the copy
+- ``history`` a peer's events in memory, read from its copy within a bound
+- ``peers``   the background thread with backoff, what a face shows of each peer, the
+              merge of own and peer events
 """

@@ -1,210 +1,63 @@
-"""Pulling the other machines' journals (and their live status line) read-only over SSH.
+"""The other machines of a campaign, as this cockpit knows them: their pulled copies,
+the background pulls that feed them, and the merge of their events with one's own.
 
-One round trip per pull: a small ``sh`` script on the peer answers with the identity
-of its journal (inode, size) and only the bytes after the ones held here, plus the
-last line of its status log when that changed. When nothing changed, the answer is
-two short lines. A journal that shrank, changed inode or whose first line differs
-from the one held is sent again from byte 0 and replaces the copy (the reader sees
-a new file and re-reads it). The copy lives in ``.cockpit/peers/<N>/journal.jsonl``
-and is read by the same damage-tolerant :class:`~cockpit.journal.Journal` reader as
-the own journal; every event read from it is tagged ``machine: N``.
+The pull itself (one bounded round trip over SSH into ``.cockpit/peers/<N>/``) is
+:mod:`cockpit.fleet.pull`; the bounded in-memory history read from each copy is
+:mod:`cockpit.fleet.history`. Every event read from a copy is tagged ``machine: N``.
 
-Pulls run in a background thread per peer, with backoff while a peer is unreachable:
-the tick only reads the local copies and never waits for the network.
+Pulls run in a background thread per peer, with backoff while a peer is unreachable,
+and back to back while a peer has more whole lines to send; the thread also reads
+what the pull added, so the tick only takes the last published list and never waits for
+the network or for parsing. What a face shows of a peer is what is known: reachable
+only after an answer, the age of the last answer (whoever on this box got it), and a
+pull held by another process named as such, never counted as a success.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import heapq
-import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.campaign.model import Campaign, Machine
+from cockpit.campaign.model import Campaign
 from cockpit.errors import ActionRefused
-from cockpit.fleet.ssh import SshError, run_ssh
-from cockpit.journal import Journal, JournalProblem
+from cockpit.fleet.history import PeerHistory
+from cockpit.fleet.pull import (
+    MAX_LINE_BYTES,
+    PULL_TIMEOUT_S,
+    PeerCache,
+    PeerState,
+    PullHeld,
+    PullResult,
+    remote_pull_command,
+)
+from cockpit.fleet.ssh import SshError
+from cockpit.journal import JournalProblem
 from cockpit.safe_json import loads_bounded
 
-PULL_TIMEOUT_S = 10.0
-HEAD_CHECK = 4096  # bytes of the first line compared to tell the same journal from a new one
+__all__ = [
+    "MAX_LINE_BYTES", "PULL_TIMEOUT_S", "NullJournal", "PeerCache", "PeerLink", "PeerSet",
+    "PeerState", "PeerView", "PullHeld", "PullResult", "merge_events", "remote_pull_command",
+]
+
 MAX_BACKOFF_S = 30.0
 DEFAULT_INTERVAL_S = 2.0
-
-# Run by ``sh -s`` on the peer with: folder inode offset head_len head_sha status_sig.
-# Reads only; prints "S <sig>" (+ the status log's last line when its sig changed), then
-# "J <inode> <size> <start>" and the journal's bytes from <start> to <size>.
-REMOTE_SCRIPT = r"""
-d=$1 ino=$2 off=$3 hl=$4 hh=$5 ss=$6
-cd -- "$d" 2>/dev/null || { echo "E no campaign folder $d"; exit 0; }
-j=.cockpit/journal.jsonl
-s=.cockpit/status.jsonl
-si=-
-if [ -f "$s" ]; then set -- $(stat -Lc '%i.%s.%Y' "$s"); si=$1; fi
-echo "S $si"
-if [ "$si" != "$ss" ] && [ "$si" != - ]; then printf '%s\n' "$(tail -n 1 "$s")"; fi
-ci=0 cs=0
-if [ -f "$j" ]; then set -- $(stat -Lc '%i %s' "$j"); ci=$1 cs=$2; fi
-start=0
-if [ "$ci" = "$ino" ] && [ "$off" -gt 0 ] && [ "$cs" -ge "$off" ]; then
-  if [ "$(head -c "$hl" "$j" | sha256sum | cut -c1-64)" = "$hh" ]; then start=$off; fi
-fi
-echo "J $ci $cs $start"
-if [ "$cs" -gt "$start" ]; then tail -c +$((start + 1)) "$j" | head -c $((cs - start)); fi
-"""
+MIN_PULL_S = 3.0  # a one-shot pull loop stops when less than this is left of its time
 
 
-def remote_pull_command(args: Sequence[str]) -> str:
-    import shlex
-
-    return "sh -c " + shlex.quote(REMOTE_SCRIPT) + " cockpit-pull " + \
-        " ".join(shlex.quote(a) for a in args)
-
-
-@dataclass
-class PullResult:
-    received: int  # bytes of the answer (stdout)
-    appended: int  # journal bytes added to the copy
-    reread: bool  # the copy was replaced (the peer's journal shrank or changed)
-    status_changed: bool
-
-
-@dataclass
-class PeerState:
-    """What this side knows of one peer (kept beside the copy in ``state.json``)."""
-
-    inode: int = 0
-    offset: int = 0  # journal bytes held (the copy's size)
-    head_len: int = 0
-    head_sha: str = ""
-    status_sig: str = ""
-
-
-class PeerCache:
-    """The local copy of one peer's journal and status line, and the pull that feeds it.
-
-    Two cockpits on this box (a headless and a one-shot command) share the copy: a pull
-    holds ``pull.lock``; a second one finds it busy and skips."""
-
-    def __init__(self, campaign: Campaign, machine: Machine) -> None:
-        self.machine = machine
-        self.folder = campaign.state_dir / "peers" / str(machine.number)
-        self.journal_path = self.folder / "journal.jsonl"
-        self.status_path = self.folder / "status.json"
-        self.state_path = self.folder / "state.json"
-        self.reader = Journal(self.journal_path)
-
-    def load_state(self) -> PeerState:
-        try:
-            raw = json.loads(self.state_path.read_text(encoding="utf-8"))
-            held = self.journal_path.stat().st_size
-        except (OSError, ValueError):
-            return PeerState()
-        if not isinstance(raw, dict):
-            return PeerState()
-        state = PeerState(**{k: raw[k] for k in ("inode", "offset", "head_len", "head_sha",
-                                                  "status_sig")
-                             if k in raw and isinstance(raw[k], type(getattr(PeerState(), k)))})
-        if state.offset != held:
-            return PeerState(status_sig=state.status_sig)  # the copy and its record disagree
-        return state
-
-    def _save_state(self, state: PeerState) -> None:
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state.__dict__), encoding="utf-8")
-        os.replace(tmp, self.state_path)
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[bool]:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / "pull.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
-            yield True
-        finally:
-            os.close(fd)
-
-    def pull(self, timeout: float = PULL_TIMEOUT_S) -> PullResult | None:
-        """One round trip; None when another pull on this box holds the copy."""
-        with self._locked() as mine:
-            if not mine:
-                return None
-            state = self.load_state()
-            args = [self.machine.path, str(state.inode), str(state.offset),
-                    str(state.head_len), state.head_sha or "-", state.status_sig or "none"]
-            answer = run_ssh(self.machine, remote_pull_command(args), timeout=timeout)
-            return self._apply(state, answer.stdout)
-
-    def _apply(self, state: PeerState, out: bytes) -> PullResult:
-        def line() -> bytes:
-            nonlocal out
-            head, sep, rest = out.partition(b"\n")
-            if not sep:
-                raise SshError(f"machine {self.machine.number}: a truncated answer")
-            out = rest
-            return head
-
-        received = len(out)
-        first = line()
-        if first.startswith(b"E "):
-            raise SshError(f"machine {self.machine.number}: {first[2:].decode('utf-8', 'replace')}")
-        if not first.startswith(b"S "):
-            raise SshError(f"machine {self.machine.number}: not a cockpit pull answer "
-                           "(is `sh` the login shell's sh?)")
-        sig = first[2:].decode("ascii", "replace")
-        status_changed = False
-        if sig != "-" and sig != state.status_sig:
-            status = line()
-            status_changed = True
-            tmp = self.status_path.with_suffix(".tmp")
-            tmp.write_bytes(status + b"\n")
-            os.replace(tmp, self.status_path)
-        state.status_sig = sig
-        words = line().split()
-        if len(words) != 4 or words[0] != b"J":
-            raise SshError(f"machine {self.machine.number}: not a cockpit pull answer")
-        inode, _size, start = (int(w) for w in words[1:])
-        data = out
-        reread = start == 0 and (state.offset > 0 or state.inode not in (0, inode))
-        if start == 0:
-            tmp = self.journal_path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, self.journal_path)
-            state = PeerState(inode=inode, offset=len(data), status_sig=sig)
-        elif data:
-            with open(self.journal_path, "ab") as f:
-                f.write(data)
-            state.offset += len(data)
-        if not state.head_len and state.offset:
-            with open(self.journal_path, "rb") as held:
-                head = held.read(HEAD_CHECK)
-            cut = head.find(b"\n")
-            if cut >= 0:
-                head = head[:cut + 1]
-                state.head_len, state.head_sha = len(head), hashlib.sha256(head).hexdigest()
-        state.inode = inode
-        self._save_state(state)
-        return PullResult(received, len(data), reread, status_changed)
-
-    def status_line(self) -> dict[str, Any] | None:
-        """The peer's last headless status line (its GPUs, its window), as pulled."""
-        try:
-            raw = self.status_path.read_text(encoding="utf-8")
-            value = loads_bounded(raw)
-        except (OSError, ValueError):
-            return None
-        return value if isinstance(value, dict) else None
+def status_line(cache: PeerCache) -> dict[str, Any] | None:
+    """The peer's last headless status line (its GPUs, its window), as pulled."""
+    try:
+        raw = cache.status_path.read_text(encoding="utf-8")
+        value = loads_bounded(raw)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 @dataclass
@@ -213,13 +66,14 @@ class PeerView:
 
     machine: int
     ssh: str
-    reachable: bool | None  # None: not tried yet
+    reachable: bool | None  # None: not tried yet, or no answer known (a pull held elsewhere)
     last_ok: float | None  # wall time of the last good pull
     error: str | None
     held_bytes: int
     status: Mapping[str, Any] | None = None
     pulls: int = 0
     received: int = 0
+    notices: tuple[str, ...] = ()  # lines skipped, history bounds reached
 
     def age_s(self, now: float) -> float | None:
         return None if self.last_ok is None else max(0.0, now - self.last_ok)
@@ -234,67 +88,123 @@ class PeerLink:
     reachable: bool | None = None
     last_ok: float | None = None
     error: str | None = None
+    held: bool = False  # the last pull found another process of this box pulling
     pulls: int = 0
     received: int = 0
     rereads: int = 0
     backoff: float = 0.0
+    more: bool = False  # the last pull left whole lines to fetch
+    history: PeerHistory = field(init=False)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-    _tagged: list[dict[str, Any]] = field(default_factory=list)
-    _first: object = None
+    _notice_sig: tuple[int, int, int] | None = None
+    _notices: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.history = PeerHistory(self.cache.journal_path, self.cache.machine.number)
 
     def pull_now(self, timeout: float = PULL_TIMEOUT_S) -> None:
+        """Pull until the copy holds every whole line or ``timeout`` is spent (each pull
+        is one chunk within the time left); then read what the copy gained."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.pull_once(min(timeout, deadline - time.monotonic()))
+            if not self.more or deadline - time.monotonic() < MIN_PULL_S:
+                break
+        self.history.refresh()
+
+    def pull_once(self, timeout: float = PULL_TIMEOUT_S) -> None:
+        """One pull (one chunk); records how it ended."""
         try:
-            result = self.cache.pull(timeout)
+            result = self.cache.pull(max(1.0, timeout))
+        except PullHeld as exc:
+            self._held_elsewhere(exc)
+            return
         except (SshError, OSError) as exc:
-            self.reachable, self.error = False, str(exc)
+            self.reachable, self.error, self.held, self.more = False, str(exc), False, False
             # Doubling, up to 15 intervals (30 s at the default 2 s), never past 30 s.
             cap = min(MAX_BACKOFF_S, self.interval * 15)
             self.backoff = min(cap, max(self.interval, self.backoff * 2 or 1.0))
             return
-        self.reachable, self.error, self.backoff = True, None, 0.0
+        self.reachable, self.error, self.held, self.backoff = True, None, False, 0.0
         self.last_ok = time.time()
-        if result is not None:
-            self.pulls += 1
-            self.received += result.received
-            self.rereads += int(result.reread)
+        self.more = result.more
+        self.pulls += 1
+        self.received += result.received
+        self.rereads += int(result.reread)
+
+    def _held_elsewhere(self, exc: PullHeld) -> None:
+        """Another process pulls this peer now: say so, and show what the last finished
+        pull of this box recorded (its answer's time, or its error), nothing better."""
+        recorded = self.cache.load_state()
+        self.held, self.more = True, False
+        self.last_ok = recorded.last_ok or self.last_ok
+        if recorded.last_error:
+            self.reachable = False
+        elif recorded.last_ok:
+            self.reachable = True
+        elif not self.last_ok:
+            self.reachable = None  # nobody on this box has had an answer yet
+        last = f"; its last pull: {recorded.last_error}" if recorded.last_error else ""
+        self.error = f"{exc}{last}"
 
     def start(self) -> None:
         if self._thread is None:
+            # The copy held so far, read now (at open, not in a tick): the first tick
+            # sees the history it would have seen before, as history.
+            self.history.refresh()
             self._thread = threading.Thread(target=self._loop, daemon=True,
                                             name=f"cockpit-peer-{self.cache.machine.number}")
             self._thread.start()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.pull_now()
-            self._stop.wait(self.interval + self.backoff)
+            self.pull_once()
+            self.history.refresh()  # here, not in the tick (a big pull parses here)
+            if not self.more:
+                self._stop.wait(self.interval + self.backoff)
 
     def stop(self) -> None:
         self._stop.set()
 
     def events(self) -> list[dict[str, Any]]:
-        """The copy's events, each tagged with the peer's machine (tags kept between
-        calls; a re-read copy is tagged again)."""
-        events = self.cache.reader.events()
-        number = self.cache.machine.number
-        if len(events) < len(self._tagged) or (events and events[0] is not self._first):
-            self._tagged = []
-        self._first = events[0] if events else None
-        for ev in events[len(self._tagged):]:
-            self._tagged.append({**ev, "machine": number})
-        return self._tagged
+        """The copy's events, each tagged with the peer's machine (the same list object
+        until the copy changes). With the pull thread running, the tick only takes the
+        list the thread published; without it, the copy is read now."""
+        if self._thread is None:
+            self.history.refresh()
+        return self.history.events()
 
     def problems(self) -> list[JournalProblem]:
-        return self.cache.reader.problems()
+        return self.history.problems()
 
     def view(self) -> PeerView:
         held = 0
         with contextlib.suppress(OSError):
             held = self.cache.journal_path.stat().st_size
+        notices = [*self._skip_notices(),
+                   *(f"machine {self.cache.machine.number}: pulled journal line {p.line}: "
+                     f"{p.message}" for p in self.history.problems()
+                     if "held in memory" in p.message)]
         return PeerView(self.cache.machine.number, self.cache.machine.ssh, self.reachable,
-                        self.last_ok, self.error, held, self.cache.status_line(),
-                        self.pulls, self.received)
+                        self.last_ok, self.error, held, status_line(self.cache),
+                        self.pulls, self.received, tuple(notices))
+
+    def _skip_notices(self) -> list[str]:
+        """The last lines skipped (whoever on this box pulled them), from ``state.json``;
+        parsed again only when that file changed (a view is made every tick)."""
+        try:
+            st = os.stat(self.cache.state_path)
+        except OSError:
+            return []
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if sig != self._notice_sig:
+            self._notice_sig = sig
+            self._notices = [
+                f"machine {self.cache.machine.number}: journal line at byte {off} "
+                f"({length} bytes) is over the {MAX_LINE_BYTES} byte maximum: skipped"
+                for off, length in self.cache.load_state().skipped[-3:]]
+        return self._notices
 
 
 class PeerSet:
@@ -312,7 +222,7 @@ class PeerSet:
             link.start()
 
     def pull_now(self, timeout: float = PULL_TIMEOUT_S) -> None:
-        """Pull every peer once, in parallel, within ``timeout`` (one-shot commands)."""
+        """Pull every peer, in parallel, within ``timeout`` (one-shot commands)."""
         threads = [threading.Thread(target=link.pull_now, args=(timeout,), daemon=True)
                    for link in self.links.values()]
         for t in threads:

@@ -14,9 +14,10 @@ from typing import Any
 
 from cockpit.engine import Engine
 from cockpit.errors import ActionRefused
-from cockpit.fleet.ssh import SshError, remote_cockpit, run_ssh
+from cockpit.fleet.ssh import SshError, remote_cockpit, remote_limited, run_ssh
 
 ACTION_TIMEOUT_S = 120.0  # a stop waits for its grace period there
+ACTION_OUTPUT_BYTES = 4 * 1024 * 1024  # what a remote cockpit command may print
 WRITTEN = re.compile(r"journal #(\d+) (\S+) (.*)")
 
 
@@ -29,10 +30,16 @@ class FleetEngine(Engine):
             raise ActionRefused(f"machine {machine} has no entry under machines:")
         args = [words[0], self.campaign.path.name, *words[1:]]
         try:
-            done = run_ssh(spec, remote_cockpit(spec, args), timeout=ACTION_TIMEOUT_S)
+            # Bounded there too: an action the client gave up on does not live on.
+            done = run_ssh(spec, remote_limited(remote_cockpit(spec, args),
+                                                ACTION_TIMEOUT_S - 1),
+                           timeout=ACTION_TIMEOUT_S, max_stdout=ACTION_OUTPUT_BYTES)
         except SshError as exc:
             raise ActionRefused(str(exc)) from None
         text = done.stdout.decode("utf-8", "replace")
+        if done.code in (124, 137):  # `timeout` there ended it
+            raise ActionRefused(f"on machine {machine}: no answer within "
+                                f"{ACTION_TIMEOUT_S - 1:g} s (stopped there)")
         if done.code != 0:
             why = done.stderr.decode("utf-8", "replace").strip() or text.strip()
             raise ActionRefused(f"on machine {machine}: {why or f'exit {done.code}'}")

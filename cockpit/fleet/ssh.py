@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import selectors
 import shlex
+import signal
 import socket as sock
 import subprocess
 import tempfile
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.campaign.model import Machine
+from cockpit.printable import printable
 
 CONNECT_TIMEOUT_S = 5
 COMMAND_TIMEOUT_S = 15.0
@@ -100,43 +103,134 @@ def ensure_master(machine: Machine, timeout: float) -> None:
                     master="yes")
     with tempfile.TemporaryFile() as err:
         try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=err, timeout=timeout, check=False,
-                                  start_new_session=True)
-        except subprocess.TimeoutExpired:
-            raise SshError(f"machine {machine.number} ({machine.ssh}): no connection within "
-                           f"{timeout:g} s") from None
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=err, start_new_session=True)
         except OSError as exc:
             raise SshError(f"cannot run ssh: {exc.strerror}") from None
-        if done.returncode != 0:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # The client and its ProxyCommand (one session, not yet reaped): all of it.
+            _end_group(proc, cut_short=True)
+            raise SshError(f"machine {machine.number} ({machine.ssh}): no connection within "
+                           f"{timeout:g} s") from None
+        if proc.returncode != 0:
             err.seek(0)
             why = err.read().decode("utf-8", "replace").strip().splitlines()
             raise SshError(f"machine {machine.number} ({machine.ssh}): "
-                           f"{why[-1] if why else 'ssh failed'}")
+                           f"{printable(why[-1]) if why else 'ssh failed'}")
 
 
 def run_ssh(machine: Machine, remote: str, *, timeout: float = COMMAND_TIMEOUT_S,
-            stdin: bytes | None = None) -> SshResult:
+            stdin: bytes | None = None, max_stdout: int | None = None) -> SshResult:
     """Run ``remote`` (a shell command line) on ``machine``; SshError when ssh itself
-    fails (exit 255) or the time limit passes."""
+    fails (exit 255), the time limit passes or the answer exceeds ``max_stdout`` bytes.
+
+    On a time limit or an oversized answer the ssh client's whole process group (its
+    own session: the client and any ProxyCommand it started) is killed, so timed-out
+    commands never pile up here; the remote side bounds itself (see ``remote_limited``).
+    """
     started = time.monotonic()
     ensure_master(machine, timeout)
     timeout = max(1.0, timeout - (time.monotonic() - started))
     argv = ssh_argv(machine, remote, connect_timeout=max(1, min(CONNECT_TIMEOUT_S,
                                                                 int(timeout))))
     try:
-        done = subprocess.run(argv, input=stdin or b"", capture_output=True, timeout=timeout,
-                              check=False, start_new_session=True)
-    except subprocess.TimeoutExpired:
-        raise SshError(f"machine {machine.number} ({machine.ssh}): no answer within "
-                       f"{timeout:g} s") from None
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
     except OSError as exc:
         raise SshError(f"cannot run ssh: {exc.strerror}") from None
-    if done.returncode == 255:
-        why = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    why: str | None = "error"
+    try:
+        out, err, why = _collect(proc, stdin, time.monotonic() + timeout, max_stdout)
+    finally:
+        _end_group(proc, cut_short=why is not None)
+    if why == "timeout":
+        raise SshError(f"machine {machine.number} ({machine.ssh}): no answer within "
+                       f"{timeout:g} s")
+    if why == "too big":
+        raise SshError(f"machine {machine.number} ({machine.ssh}): an answer over "
+                       f"{max_stdout} bytes (refused)")
+    code = proc.returncode
+    if code == 255:
+        lines = err.decode("utf-8", "replace").strip().splitlines()
         raise SshError(f"machine {machine.number} ({machine.ssh}): "
-                       f"{why[-1] if why else 'ssh failed'}")
-    return SshResult(done.returncode, done.stdout, done.stderr)
+                       f"{printable(lines[-1]) if lines else 'ssh failed'}")
+    return SshResult(code, out, err)
+
+
+_STDERR_KEEP = 64 * 1024  # the end of ssh's stderr is enough to say why it failed
+
+
+def _collect(proc: subprocess.Popen[bytes], stdin: bytes | None, deadline: float,
+             max_stdout: int | None) -> tuple[bytes, bytes, str | None]:
+    """The process's stdout and stderr until it exits; ``why`` is "timeout" or "too big"
+    when it was cut short (the caller then kills its group)."""
+    out, err = bytearray(), bytearray()
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    pending = memoryview(stdin) if stdin else memoryview(b"")
+    if proc.stdin is not None:
+        os.set_blocking(proc.stdin.fileno(), False)
+        sel.register(proc.stdin, selectors.EVENT_WRITE, None)
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(out), bytes(err), "timeout"
+            for key, _ in sel.select(min(left, 1.0)):
+                if key.data is None:  # stdin: feed it, close it when all is written
+                    try:
+                        pending = pending[os.write(key.fd, pending[:65536]):]
+                    except BrokenPipeError:
+                        pending = memoryview(b"")
+                    if not pending:
+                        sel.unregister(key.fileobj)
+                        with contextlib.suppress(OSError):
+                            key.fileobj.close()  # type: ignore[union-attr]
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf: bytearray = key.data
+                buf += chunk
+                if buf is err and len(err) > 2 * _STDERR_KEEP:
+                    del err[:-_STDERR_KEEP]
+                if buf is out and max_stdout is not None and len(out) > max_stdout:
+                    return bytes(out[:max_stdout]), bytes(err), "too big"
+    finally:
+        sel.close()
+    try:
+        proc.wait(max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return bytes(out), bytes(err), "timeout"
+    return bytes(out), bytes(err), None
+
+
+def _end_group(proc: subprocess.Popen[bytes], cut_short: bool) -> None:
+    """Reap the ssh client; when it was cut short, first kill its whole session (the
+    client and a ProxyCommand it started: not yet reaped, so the group id is still its)."""
+    if cut_short:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+
+
+def remote_limited(command: str, seconds: float) -> str:
+    """``command`` (a shell command line) bounded on the remote side by coreutils
+    ``timeout``: at the limit its whole process group gets SIGTERM, then SIGKILL 2 s
+    later, so a command the client gave up on does not live on there (without a
+    terminal, sshd signals nothing when the client goes away)."""
+    return f"timeout -k 2 {max(1, int(seconds))} sh -c {shlex.quote(command)}"
 
 
 def close_master(machine: Machine) -> None:
