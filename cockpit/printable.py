@@ -66,6 +66,18 @@ def printable_block(value: object, limit: int = BLOCK_LIMIT) -> str:
     return _bound(text, limit).translate(_BLOCK)
 
 
+_DROP: dict[int, None] = dict.fromkeys(_LINE)
+
+
+def drop_unprintable(text: str) -> str:
+    """``text`` without the characters :func:`printable` would escape. Only for the last
+    net under a screen (the TUI's line filter): the cells are already laid out and these
+    characters take none, so removing them keeps every column where it was."""
+    if text.isascii() and text.isprintable():
+        return text
+    return text.translate(_DROP)
+
+
 def is_printable(text: str) -> bool:
     """True when :func:`printable` would leave ``text`` (within the bound) unchanged."""
     return text.translate(_LINE) == text

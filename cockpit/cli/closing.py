@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.errors import InputError
+from cockpit.printable import printable, printable_block
 
 
 def add_close_commands(sub: Any) -> None:
@@ -99,7 +100,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     else:
         print(render_budget(data))
         if data.get("conclusion"):
-            print(f"  conclusion: {data['conclusion']}")
+            print(printable(f"  conclusion: {data['conclusion']}", 2000))
     return 0
 
 
@@ -113,7 +114,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         result = export_campaign(campaign, state, out_dir=args.out, artifacts=args.artifacts,
                                  verify_reload=not args.no_reload, tar=not args.no_tar)
     except ExportError as exc:
-        print(f"cockpit export: {exc}", file=sys.stderr)
+        print(printable_block(f"cockpit export: {exc}"), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({

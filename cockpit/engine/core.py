@@ -36,6 +36,7 @@ from cockpit.errors import ActionRefused, InputError
 from cockpit.fleet.peers import PeerSet, merge_events
 from cockpit.hooks import HookRunner
 from cockpit.journal import Journal, parse_time
+from cockpit.printable import printable
 from cockpit.runs.checkpoint_verifier import BackgroundVerifier
 from cockpit.runs.checkpoints import CheckpointScan, CheckpointScanner
 from cockpit.runs.metrics import MetricStream
@@ -154,8 +155,9 @@ class EngineCore:
             self._peer_seen = {i: len(p) for i, p in enumerate(peers)}
             for ev in fresh:
                 seq = int(ev.get("seq", 0))
+                machine = printable(ev.get("machine"), 40)
                 line = EventLine(seq, parse_t(ev), ev["kind"],
-                                 f"[machine {ev.get('machine')}] {describe_event(ev)}",
+                                 f"[machine {machine}] {describe_event(ev)}",
                                  fields=MappingProxyType(dict(ev)),
                                  earlier=self._peers_opened is False)
                 self._recent.append(line)
