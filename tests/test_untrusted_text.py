@@ -11,8 +11,8 @@ text did reach the face, shown, not obeyed. Markup (``[b]MK[/b]``) reads as itse
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
@@ -66,7 +66,7 @@ SCRIPT = textwrap.dedent(f"""
         sys.stdout.flush()
         sys.stderr.buffer.write(f"err {{step}} {{HOSTILE}}\\n".encode())
         sys.stderr.flush()
-        report.log(step, loss=1.0 / step, **{{HOSTILE: 1.0, "[b]MK[/b]": 2.0}})
+        report.log(step, loss=1.0 / step, **{{"[b]MK[/b]": 2.0, HOSTILE: 1.0}})
         time.sleep(sleep)
 """)
 
@@ -133,7 +133,11 @@ def kill_runs(path: Path) -> None:
                 os.killpg(ev["pgid"], 9)
 
 
-def test_status_headless_log_echo_report_and_verify_export(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def faces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, bool]]:
+    """One hostile campaign played once; each face's bytes, and whether the hostile
+    text must be shown there (every face here names it)."""
+    tmp_path = tmp_path_factory.mktemp("hostile")
     path = hostile_campaign(tmp_path / "c", steps=4000, sleep=0.05)
     log = tmp_path / "events.log"
     out = tmp_path / "headless.out"
@@ -143,46 +147,30 @@ def test_status_headless_log_echo_report_and_verify_export(tmp_path: Path) -> No
                                      "0.2", "--log", str(log)], stdout=sink,
                                     stderr=subprocess.STDOUT, env=env)
     try:
-        echoes = [cli("start", str(path), "train")]
+        start = cli("start", str(path), "train")
         wait_for(lambda: "checkpoint_verified" in journal_kinds(path), 60,
                  "the hostile checkpoint's verification")
-        echoes.append(cli("note", str(path), "train", HOSTILE))
-        echoes.append(cli("cost", str(path), HOSTILE, "12.50"))
+        note = cli("note", str(path), "train", HOSTILE)
+        cost = cli("cost", str(path), HOSTILE, "12.50")
         status = cli("status", str(path))  # while it runs: the metric names are shown
-        echoes.append(cli("stop", str(path), "r1", "--reason", HOSTILE))
+        stop = cli("stop", str(path), "r1", "--reason", HOSTILE)
         wait_for(lambda: b"stop of run r1 requested" in out.read_bytes(), 30, "headless line")
         wait_for(lambda: b"note on train" in out.read_bytes(), 30, "headless note")
     finally:
         headless.terminate()
         headless.wait(timeout=20)
         kill_runs(path)
-
-    for result in echoes:
+    for result in (start, note, cost, stop):
         assert result.returncode == 0, result.stderr
-    for result in echoes[1:]:
-        assert_clean(result.stdout, f"echo of {result.args[3]}")
-    assert_clean(status.stdout, "cockpit status")
-    assert b"[b]MK[/b]" in status.stdout
-    assert_clean(cli("status", str(path)).stdout, "cockpit status after the stop")
-    assert_clean(cli("budget", str(path)).stdout, "cockpit budget")
-    assert_clean(out.read_bytes(), "headless stdout")
-    assert_clean(log.read_bytes(), "headless --log")
 
     export = cli("export", str(path), "--no-reload")
-    assert_clean(export.stdout, "export's output", shown=None)
     reports = list((tmp_path / "c").rglob("REPORT.md"))
     assert reports, export.stdout + export.stderr
-    for report in reports:
-        assert_clean(report.read_bytes(), str(report), controls=False)
-        assert SHOWN in report.read_bytes()
-
     # verify-export: a bag and a tar holding a file whose name is hostile.
     bag = next(p.parent for p in (tmp_path / "c").rglob("bagit.txt"))
-    planted = bag / "data" / f"x-{HOSTILE}.txt"
-    planted.write_text("planted")
+    (bag / "data" / f"x-{HOSTILE}.txt").write_text("planted")
     verify = cli("verify-export", str(bag), "--no-reload")
     assert verify.returncode != 0
-    assert_clean(verify.stdout + verify.stderr, "verify-export DIR")
     tar = tmp_path / "bag.tar"
     with tarfile.open(tar, "w") as handle:
         handle.add(bag, arcname=bag.name)
@@ -190,10 +178,31 @@ def test_status_headless_log_echo_report_and_verify_export(tmp_path: Path) -> No
     tar.with_name("bag.tar.sha256").write_text(f"{digest}  bag.tar\n")
     verify_tar = cli("verify-export", str(tar), "--no-reload")
     assert verify_tar.returncode != 0
-    assert_clean(verify_tar.stdout + verify_tar.stderr, "verify-export TAR")
+    return {
+        "echo of note": (note.stdout, True), "echo of cost": (cost.stdout, True),
+        "echo of stop": (stop.stdout, True), "status": (status.stdout, True),
+        "status after the stop": (cli("status", str(path)).stdout, True),
+        "budget": (cli("budget", str(path)).stdout, True),
+        "headless stdout": (out.read_bytes(), True), "headless --log": (log.read_bytes(), True),
+        "REPORT.md": (b"".join(r.read_bytes() for r in reports), True),
+        "verify-export DIR": (verify.stdout + verify.stderr, True),
+        "verify-export TAR": (verify_tar.stdout + verify_tar.stderr, True),
+    }
 
 
-def test_event_lines_and_markup_are_literal() -> None:
+FACES = ("echo of note", "echo of cost", "echo of stop", "status", "status after the stop",
+         "budget", "headless stdout", "headless --log", "REPORT.md",
+         "verify-export DIR", "verify-export TAR")
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_face_shows_hostile_text_escaped(faces: dict[str, tuple[bytes, bool]],
+                                         face: str) -> None:
+    data, named = faces[face]
+    assert_clean(data, face, shown=SHOWN if named else None)
+
+
+def test_every_event_kind_line_is_printable() -> None:
     """describe_event, the one place events become sentences: every field of every kind."""
     from cockpit.engine import EVENT_KINDS, describe_event
 
@@ -245,13 +254,19 @@ def test_tui_main_screen_log_view_and_events_in_tmux(tmp_path: Path, session: st
     def screen() -> str:
         return tmux("capture-pane", "-p", "-t", session)
 
+    def screen_with(word: str) -> str | None:
+        text = screen()
+        return text if word in text else None
+
     try:
         wait_for(lambda: "SIMULATED" in screen(), 30, "first frame")
         assert cli("start", str(path), "train").returncode == 0
         wait_for(lambda: "checkpoint_verified" in journal_kinds(path), 60, "verification")
-        wait_for(lambda: "[b]MK[/b]" in screen(), 30, "the markup-named metric, literal")
+        wait_for(lambda: screen_with("step/s"), 30, "the run's throughput on screen")
+        time.sleep(1.0)
+        main = screen()
         tmux("send-keys", "-t", session, "l")
-        wait_for(lambda: "\\x1b]0;PWNED-TITLE" in screen(), 30, "the run's output, shown")
+        logs = wait_for(lambda: screen_with("evil"), 30, "the run's output in the log view")
         time.sleep(1.5)  # a few refreshes of the log view
         tmux("send-keys", "-t", session, "Escape")
         wait_for(lambda: "SIMULATED" in screen(), 20, "back on the main screen")
@@ -268,6 +283,8 @@ def test_tui_main_screen_log_view_and_events_in_tmux(tmp_path: Path, session: st
     assert b"\\x1b]52;c;UFdORUQ=" in data
     assert "PWNED" not in title, title
     assert "UFdORUQ" not in buffers and "PWNED" not in buffers, buffers
+    assert "[b]MK[/b]" in main, main  # markup in a name reads as itself
+    assert "\\x1b]0;PWNED-TITLE" in logs, logs  # the run's escapes are shown, not obeyed
 
 
 # ---------------------------------------------------------------------- the log view's bounds
@@ -305,28 +322,18 @@ async def _flood(tmp_path: Path) -> None:
             screen.follow()
             slowest = max(slowest, time.perf_counter() - began)
             await pilot.pause()
+        with open(out, "ab") as handle:
+            handle.write(f"last {OSC52}{RLO}\r\n".encode())
+        screen.follow()
+        await pilot.pause()
         log = screen.query_one("#log-out", RichLog)
-        kept = sum(len(strip.text) for strip in log.lines)
-    bound = screens.LOG_LINES * (screens.LINE_CHARS + 40)
-    assert kept <= bound and kept < 200_000, f"{kept} characters kept"
+        texts = [strip.text for strip in log.lines]
+    kept = sum(len(text) for text in texts)
+    # 24 MB written: at most a few hundred KB read per refresh, 2,000 characters a line.
+    assert kept < 200_000, f"{kept} characters kept"
     assert slowest < 0.5, f"a refresh took {slowest:.2f} s"
-
-
-def test_log_follower_reads_bounded_bytes(tmp_path: Path) -> None:
-    from cockpit.tui.screens import LINE_CHARS, READ_BYTES, LogFollower
-
-    path = tmp_path / "x.out"
-    path.write_bytes(b"")
-    follower = LogFollower(path)
-    assert follower.read() == []
-    with open(path, "ab") as handle:
-        handle.write(b"a" * 8_000_000 + b"\n" + f"tail {OSC52}\r\n".encode())
-    lines = follower.read()
-    assert sum(len(line) for line in lines) <= READ_BYTES + 200
-    assert all(len(line) <= LINE_CHARS + 40 for line in lines)
-    assert any("bytes skipped" in line for line in lines)
-    assert lines[-1] == "tail \\x1b]52;c;UFdORUQ=\\x07\\x0d"
-    assert follower.offset == path.stat().st_size
+    assert texts[-1].startswith("last \\x1b]52;c;UFdORUQ=\\x07\\u202e"), texts[-1][:80]
+    assert not any("\x1b" in text or RLO in text for text in texts)
 
 
 # ---------------------------------------------------------------------- cockpit fleet
