@@ -49,8 +49,9 @@ def _bound(text: str, limit: int) -> str:
 
 
 def printable(value: object, limit: int = LINE_LIMIT) -> str:
-    """``value`` as one visible line: no control, no bidi override, at most ``limit`` chars
-    (plus a marker saying how much was cut)."""
+    """``value`` as one visible line: no control, no bidi override; at most ``limit``
+    characters of ``value`` are kept (plus a marker saying how much was cut), each escaped
+    one shown as 4 to 6 characters (``\x1b``, ``\u202e``)."""
     text = value if isinstance(value, str) else str(value)
     if text.isascii() and text.isprintable():
         return _bound(text, limit)

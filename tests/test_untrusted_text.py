@@ -289,8 +289,9 @@ def test_tui_main_screen_log_view_and_events_in_tmux(tmp_path: Path, session: st
 
 # ---------------------------------------------------------------------- the log view's bounds
 def test_log_view_flood_is_bounded(tmp_path: Path) -> None:
-    """8 lines of 1 MB a second for 3 s with `l` open: each refresh reads a bounded
-    amount, shows bounded lines, and the pane keeps a bounded number of characters."""
+    """8 lines of 1 MB a second for 3 s with `l` open, then 100k short lines: each refresh
+    reads a bounded amount and writes bounded lines, the pane keeps a bounded number of
+    characters, and the run's escapes are shown, not kept raw."""
     asyncio.run(_flood(tmp_path))
 
 
@@ -322,6 +323,12 @@ async def _flood(tmp_path: Path) -> None:
             screen.follow()
             slowest = max(slowest, time.perf_counter() - began)
             await pilot.pause()
+        with open(out, "ab") as handle:  # then a flood of short lines: 1.4 MB, 100k lines
+            handle.write(f"{CLEAR}short\n".encode() * 100_000)
+        began = time.perf_counter()
+        screen.follow()
+        slowest = max(slowest, time.perf_counter() - began)
+        await pilot.pause()
         with open(out, "ab") as handle:
             handle.write(f"last {OSC52}{RLO}\r\n".encode())
         screen.follow()

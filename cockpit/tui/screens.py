@@ -171,8 +171,10 @@ class ChartScreen(Screen[None]):
 TAIL_BYTES = 64 * 1024  # what is shown of a long log when the screen opens
 READ_BYTES = 256 * 1024  # at most this much is read per file per refresh (once a second);
 #                          a flood beyond it is skipped (its size is said), never buffered
-LINE_CHARS = 2000  # characters kept of one line; the rest is counted, not shown
-LOG_LINES = 2000  # lines kept per pane: at most LOG_LINES × LINE_CHARS characters
+LINE_CHARS = 1000  # characters shown of one line (escapes included); the rest is counted
+LOG_LINES = 2000  # lines kept per pane: at most about LOG_LINES × LINE_CHARS characters
+REFRESH_LINES = 200  # lines written per pane per refresh: a flood of short lines shows its
+#                      newest ones and says how many it skipped (the pane shows ~20 anyway)
 # Every line is made printable (cockpit.printable): escapes are shown, never sent.
 
 
@@ -187,16 +189,22 @@ def newest_logs(campaign: Campaign, stage: str) -> tuple[Path | None, Path | Non
     return out, err if err.exists() else None
 
 
-def log_lines(data: bytes) -> list[str]:
-    """Whole lines of ``data`` as the screen shows them: decoded, each bounded to
-    :data:`LINE_CHARS` and made printable (a tab stays a space, ``\r`` and escapes are
-    shown)."""
+def log_lines(data: bytes, most: int = REFRESH_LINES) -> list[str]:
+    """The last ``most`` lines of ``data`` as the screen shows them: decoded, each bounded
+    to :data:`LINE_CHARS` and made printable (a tab stays a space, ``\\r`` and escapes
+    are shown); a first line says how many were skipped."""
+    raws = data.split(b"\n")
     out = []
-    for raw in data.split(b"\n"):
+    if len(raws) > most:
+        out.append(f"… {len(raws) - most} lines skipped (the run writes faster than shown)")
+        raws = raws[-most:]
+    for raw in raws:
         cut = raw[:LINE_CHARS * 4]  # UTF-8: at most 4 bytes a character
         text = cut.decode("utf-8", errors="replace")
         extra = len(raw) - len(cut)
         line = printable(text, LINE_CHARS)
+        if len(line) > LINE_CHARS + 40:  # a shown escape is up to 6 characters: bound again
+            line = line[:LINE_CHARS] + f"… (+{len(line) - LINE_CHARS} chars shown as escapes)"
         if extra > 0 and len(text) <= LINE_CHARS:
             line += f"… (+{extra} bytes)"
         out.append(line)
@@ -274,7 +282,7 @@ class LogScreen(Screen[None]):
             lines = follower.read()
             if lines:
                 log = self.query_one(wid, RichLog)
-                for line in lines[-LOG_LINES:]:  # older ones would scroll out at once
+                for line in lines:
                     log.write(Text(line))
 
     def action_close(self) -> None:
