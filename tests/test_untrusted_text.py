@@ -374,3 +374,35 @@ def test_fleet_shows_a_peers_hostile_note_escaped(fleet: dict[str, Any]) -> None
     proc.wait(timeout=20)
     assert_clean(out.read_bytes(), "`cockpit fleet --headless` on the laptop")
     assert_clean(line.stdout, "`cockpit fleet --line`", shown=None)
+
+
+# ---------------------------------------------------------------------- the TUI's last net
+def test_a_raw_escape_left_in_a_widget_is_never_drawn(tmp_path: Path) -> None:
+    """A face that forgot :mod:`cockpit.printable` (a Text holding a raw ESC, BEL and
+    U+202E) still draws none of them: the app's line filter removes what a terminal
+    would obey, and the columns stay where they were."""
+    asyncio.run(_net(tmp_path))
+
+
+async def _net(tmp_path: Path) -> None:
+    from rich.text import Text
+    from textual.geometry import Region
+    from textual.widgets import Static
+
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+    from cockpit.tui.app import CockpitApp
+    from cockpit.tui.dialogs import InfoScreen
+
+    path = write_campaign(tmp_path, [{"id": "prep", "hours": 1, "resource": "human"}])
+    app = CockpitApp(Engine(load_campaign(path), actor="tui"), interval=0.5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.2)
+        await app.push_screen(InfoScreen("net", Text(f"left{OSC0}{RLO}right|")))
+        await pilot.pause(0.2)
+        body = app.screen.query_one("#info-body", Static)
+        # render_lines: what the compositor sends, the app's line filters applied.
+        strips = body.render_lines(Region(0, 0, body.outer_size.width, body.outer_size.height))
+        drawn = "".join(strip.text for strip in strips)
+    assert "left]0;PWNED-TITLEright|" in drawn, drawn  # only what a terminal obeys is gone
+    assert "\x1b" not in drawn and "\x07" not in drawn and RLO not in drawn
