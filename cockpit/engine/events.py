@@ -152,8 +152,8 @@ _KINDS = (
 EVENT_KINDS: dict[str, EventKind] = {k.kind: k for k in _KINDS}
 
 
-FIELD_LIMIT = 300  # characters of one field in an event's line
-EVENT_LINE_LIMIT = 2000  # characters of the whole line (an unknown kind lists every field)
+FIELD_LIMIT = 1000  # characters of one field in an event's line (a long note stays whole)
+EVENT_LINE_LIMIT = 4000  # characters of the whole line (an unknown kind lists every field)
 
 
 def _clean(value: Any) -> Any:
