@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from cockpit.campaign.model import Campaign
+from cockpit.printable import printable
 from cockpit.runs.supervisor import stage_gpus
 from cockpit.state import FAILED, NOT_STARTED, RUNNING, STOPPED, SUCCEEDED, CampaignState
 from cockpit.units import Money, format_hours, plain_amount
@@ -189,4 +190,5 @@ def render_budget(data: dict[str, Any]) -> str:
     if data["gpu_hours"]:
         lines.append("  GPU-hours held: " + ", ".join(
             f"{run} {format_hours(h)}" for run, h in data["gpu_hours"].items()))
-    return "\n".join(lines)
+    # Cost labels, currencies and reasons are journal text (a peer's too).
+    return "\n".join(printable(line, 2000) for line in lines)

@@ -19,6 +19,7 @@ from typing import Any
 
 from cockpit.engine import Engine
 from cockpit.journal import JournalError
+from cockpit.printable import printable
 from cockpit.statuslog import RotatingFile, compact_json, dumps, prometheus_text, write_atomic
 
 
@@ -29,6 +30,8 @@ def status_log_path(campaign_file: str | Path) -> Path:
 
 WARN_REPEAT_S = 60.0  # the same failure is warned again at most this often
 
+
+EMIT_LINE_LIMIT = 4000  # characters of one event line on stdout and in --log
 
 class WriteWarnings:
     """Failed writes in words: each new failure at once, a lasting one once a minute."""
@@ -103,6 +106,9 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
             warnings.ok(f"event log {event_log.path}")
 
     def emit(line: str) -> None:
+        # An event's line holds a run's, a note's or a peer's text: printable before it
+        # reaches a terminal or the --log file (a `tail -f` of it is a terminal too).
+        line = printable(line, EMIT_LINE_LIMIT)
         try:
             print(line, file=out, flush=True)
         except OSError as exc:

@@ -49,8 +49,9 @@ def _bound(text: str, limit: int) -> str:
 
 
 def printable(value: object, limit: int = LINE_LIMIT) -> str:
-    """``value`` as one visible line: no control, no bidi override, at most ``limit`` chars
-    (plus a marker saying how much was cut)."""
+    """``value`` as one visible line: no control, no bidi override; at most ``limit``
+    characters of ``value`` are kept (plus a marker saying how much was cut), each escaped
+    one shown as 4 to 6 characters (``\x1b``, ``\u202e``)."""
     text = value if isinstance(value, str) else str(value)
     if text.isascii() and text.isprintable():
         return _bound(text, limit)
@@ -64,6 +65,18 @@ def printable_block(value: object, limit: int = BLOCK_LIMIT) -> str:
     ``\\r`` is shown, so a line cannot overwrite itself on screen."""
     text = value if isinstance(value, str) else str(value)
     return _bound(text, limit).translate(_BLOCK)
+
+
+_DROP: dict[int, None] = dict.fromkeys(_LINE)
+
+
+def drop_unprintable(text: str) -> str:
+    """``text`` without the characters :func:`printable` would escape. Only for the last
+    net under a screen (the TUI's line filter): the cells are already laid out and these
+    characters take none, so removing them keeps every column where it was."""
+    if text.isascii() and text.isprintable():
+        return text
+    return text.translate(_DROP)
 
 
 def is_printable(text: str) -> bool:

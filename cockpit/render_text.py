@@ -2,14 +2,18 @@
 runs, rules, GPUs and host). The tmux status-bar line is :mod:`cockpit.statusline`'s.
 
 No Textual, no Rich: this is the headless face's vocabulary, and the words (states,
-reasons) are the same ones the TUI shows.
+reasons) are the same ones the TUI shows. Every line is made printable
+(:mod:`cockpit.printable`): it holds run names, reasons and metric names.
 """
 
 from __future__ import annotations
 
+from cockpit.printable import printable
 from cockpit.snapshot import RunView, Snapshot
 from cockpit.telemetry import format_bytes
 from cockpit.units import format_count, format_duration, format_number, format_percent, format_rate
+
+STATUS_LINE_LIMIT = 2000  # characters of one line of `cockpit status`
 
 STATE_MARK = {
     "running": "▶", "done": "✓", "failed": "✗", "stopped": "■", "skipped": "·",
@@ -114,7 +118,9 @@ def status_text(snap: Snapshot) -> str:
                      f"{format_percent(h.own_cpu_percent, 1)} CPU {format_bytes(h.own_rss)}")
     for warning in snap.warnings:
         lines.append(f"warning: {warning}")
-    return "\n".join(lines)
+    # Names, reasons and notes came from runs and journals: each line is made printable
+    # here, at the edge, whatever field it holds (the cockpit's own words are already).
+    return "\n".join(printable(line, STATUS_LINE_LIMIT) for line in lines)
 
 
 def gpu_summary(snap: Snapshot) -> str:

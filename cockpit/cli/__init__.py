@@ -43,6 +43,7 @@ from cockpit.cli.campaign_cmds import (
 from cockpit.cli.closing import add_close_commands
 from cockpit.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, Handler
 from cockpit.errors import InputError
+from cockpit.printable import printable_block
 from cockpit.units import parse_duration
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "build_parser", "main"]
@@ -274,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ["COCKPIT_MACHINE"] = str(machine)
         return handler(args)
     except InputError as exc:
-        print(exc.text, file=sys.stderr)
+        print(printable_block(exc.text), file=sys.stderr)  # it may quote a file's text
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
@@ -283,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, never a traceback
         if os.environ.get("COCKPIT_DEBUG"):
             raise
-        print(f"cockpit: internal error: {type(exc).__name__}: {exc}\n"
+        print(f"cockpit: internal error: {type(exc).__name__}: {printable_block(exc)}\n"
               "cockpit: this is a bug in the cockpit, please report it with the traceback "
               "(set COCKPIT_DEBUG=1 to see it)", file=sys.stderr)
         return EXIT_INTERNAL

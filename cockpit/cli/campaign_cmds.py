@@ -99,6 +99,7 @@ def _fleet_action(args: argparse.Namespace) -> int:
     from cockpit.cli import FLEET_ACTIONS, build_parser
     from cockpit.engine import Engine, describe_event
     from cockpit.errors import InputError
+    from cockpit.printable import printable_block
 
     words = list(args.action)
     if not words or words[0] not in FLEET_ACTIONS:
@@ -127,8 +128,10 @@ def _fleet_action(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     for ev in out if isinstance(out, list) else [out] if out else []:
+        # "remote" is the peer's own cockpit's output over SSH: untrusted like the rest.
         text = ev.get("text") if ev.get("kind") == "remote" else describe_event(ev)
-        print(f"machine {ev.get('machine')}: journal #{ev.get('seq')} {ev.get('t')} {text}")
+        print(printable_block(f"machine {ev.get('machine')}: journal #{ev.get('seq')} "
+                              f"{ev.get('t')} {text}"))
     return EXIT_OK
 
 

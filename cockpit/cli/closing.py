@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.errors import InputError
+from cockpit.printable import printable, printable_block
 
 if TYPE_CHECKING:
     from cockpit.history import History
@@ -109,7 +110,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     else:
         print(render_budget(data))
         if data.get("conclusion"):
-            print(f"  conclusion: {data['conclusion']}")
+            print(printable(f"  conclusion: {data['conclusion']}", 2000))
     return 0
 
 
@@ -124,7 +125,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                                  artifacts=args.artifacts, verify_reload=not args.no_reload,
                                  tar=not args.no_tar, history=history.events)
     except ExportError as exc:
-        print(f"cockpit export: {exc}", file=sys.stderr)
+        print(printable_block(f"cockpit export: {exc}"), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({

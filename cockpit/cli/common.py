@@ -24,14 +24,15 @@ def acting(handler: Handler) -> Handler:
     def wrapped(args: argparse.Namespace) -> int:
         from cockpit.errors import ActionRefused
         from cockpit.journal import JournalError
+        from cockpit.printable import printable  # a refusal names runs, notes, paths
 
         try:
             return handler(args)
         except ActionRefused as exc:
-            print(f"cockpit {args.command}: refused: {exc}", file=sys.stderr)
+            print(f"cockpit {args.command}: refused: {printable(exc, 2000)}", file=sys.stderr)
             return 1
         except JournalError as exc:
-            print(f"cockpit {args.command}: {exc}", file=sys.stderr)
+            print(f"cockpit {args.command}: {printable(exc, 2000)}", file=sys.stderr)
             return EXIT_BAD_INPUT
 
     return wrapped

@@ -2,7 +2,9 @@
 
 :func:`build_snapshot` reads no file, no process and no clock: everything the tick
 observed arrives in :class:`Observations`, so the same inputs give the same
-Snapshot (the faces' only view of the engine).
+Snapshot (the faces' only view of the engine). What in it came from a run, a note or a
+journal line (reasons, notes, metric names, checkpoint paths, warnings) is made
+printable here, once, for every face (:mod:`cockpit.printable`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from cockpit.journal import JournalProblem
 from cockpit.planning.deadline import closing_times, expected_export_bytes, retrieve_by
 from cockpit.planning.forecast import forecast
 from cockpit.planning.schedule import no_options_reason
+from cockpit.printable import is_printable, printable
 from cockpit.runs.checkpoints import CheckpointScan, interval_advice
 from cockpit.runs.metrics import MetricPoint, MetricStream
 from cockpit.snapshot import (
@@ -57,6 +60,17 @@ class Observations:
     machine: int | None = 1
     machines: tuple[MachineView, ...] = ()
 
+
+
+def _text(value: str | None) -> str | None:
+    """A reason, a rule name, a note: journal text, shown on every face (printable)."""
+    return None if value is None else printable(value)
+
+
+def _named(latest: Mapping[str, float]) -> dict[str, float]:
+    """A run's latest values; its metric names come from the run (made printable)."""
+    return {name if is_printable(name) else printable(name, 100): value
+            for name, value in latest.items()}
 
 def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
                 ) -> tuple[dict[str, float], dict[str, int]]:
@@ -106,8 +120,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
             elapsed_s=st.elapsed_s(now), decision_point=stage.decision_point,
             started_at=st.started_at, ended_at=st.ended_at, run=stage.run,
             has_command=stage.command is not None, progress=prog, eta=eta,
-            forecast_end=fc.stage_end.get(stage.id), decision=decision, reason=st.reason,
-            notes=st.notes, exit_code=st.exit_code))
+            forecast_end=fc.stage_end.get(stage.id), decision=decision, reason=_text(st.reason),
+            notes=tuple(printable(n) for n in st.notes), exit_code=st.exit_code))
 
     runs = []
     for run_id, run in state.runs.items():
@@ -119,11 +133,11 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
             id=run_id, stage=run.stage or (planned_stage.id if planned_stage else None),
             state=run.state, step=stream.latest_step if stream else None,
             max_steps=max_steps.get(run_id),
-            metrics=dict(stream.latest) if stream else {}, pid=run.pid, gpus=run.gpus,
+            metrics=_named(stream.latest) if stream else {}, pid=run.pid, gpus=run.gpus,
             gpu_memory=obs.gpu_memory.get(run_id), exit_code=run.exit_code,
-            stop_rule=run.stop.rule if run.stop else None,
-            stop_reason=run.stop.reason if run.stop else None, verdict=run.verdict,
-            verdict_reason=run.verdict_reason, stale_s=stale,
+            stop_rule=_text(run.stop.rule) if run.stop else None,
+            stop_reason=_text(run.stop.reason) if run.stop else None, verdict=run.verdict,
+            verdict_reason=_text(run.verdict_reason), stale_s=stale,
             garbage=stream.garbage if stream else 0,
             result=spec.result_id if spec else run_id, kind=spec.kind if spec else "train",
             produces_result=spec.produces_result if spec else True,
@@ -142,7 +156,7 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
             if hit:
                 rules.append(RuleView(rule.id, run_id, rule.kind,
                                       "fired" if hit.action == "stop" else "warn",
-                                      hit.reason, rule.action, rule.metric, hit.value))
+                                      _text(hit.reason), rule.action, rule.metric, hit.value))
             else:
                 rules.append(RuleView(rule.id, run_id, rule.kind, "ok", None, rule.action,
                                       rule.metric, value))
@@ -155,7 +169,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         taken_at=now, campaign=campaign.id, question=campaign.question, offer=pkg.offer.id,
         count=pkg.count, window=window, stages=tuple(stages), runs=tuple(runs),
         rules=tuple(rules), pending_decisions=state.pending_decisions,
-        revised=state.revised, gpus=obs.gpu, host=obs.host, warnings=tuple(warnings),
+        revised=state.revised, gpus=obs.gpu, host=obs.host,
+        warnings=tuple(printable(w) for w in warnings),
         events=obs.events, auto=obs.auto, budget=budget(campaign, state, now),
         new_events=obs.new_events, conclusion=conclusion_text(campaign, state, obs.streams),
         machine=obs.machine, machines=obs.machines)
@@ -256,11 +271,12 @@ def checkpoint_view(campaign: Campaign, run: RunState, view: CheckpointScan | No
                      else campaign.settings.tolerable_loss_s)
         advice = interval_advice(save, interval, tolerable, campaign.settings.mtbi_s).message
     return CheckpointView(
-        path=str(newest.path) if newest else None, step=newest.step if newest else None,
+        path=printable(newest.path) if newest else None,
+        step=newest.step if newest else None,
         age_s=newest.age_seconds if newest else None,
         size=newest.size_bytes if newest else None, total_size=view.total_bytes,
         count=view.complete_count, free_disk=view.free_bytes, save_cost_s=save,
-        verified=verified, verified_age_s=verified_age, advice=advice,
+        verified=_text(verified), verified_age_s=verified_age, advice=advice,
         in_progress=len(view.in_progress))
 
 

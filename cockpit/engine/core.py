@@ -184,9 +184,10 @@ class EngineCore:
             self._peer_seen = {i: len(p) for i, p in enumerate(peers)}
             for ev in fresh:
                 seq = int(ev.get("seq", 0))
-                text = f"[machine {ev.get('machine')}] {describe_event(ev)}"
+                machine = printable(ev.get("machine"), 40)
+                text = f"[machine {machine}] {describe_event(ev)}"
                 if id(ev) in refused:
-                    text = (f"[machine {ev.get('machine')}] NOT FOLDED, event #{seq} "
+                    text = (f"[machine {machine}] NOT FOLDED, event #{seq} "
                             f"({printable(refused[id(ev)])}): {describe_event(ev)}")
                 line = EventLine(seq, parse_t(ev), ev["kind"], text,
                                  fields=MappingProxyType(dict(ev)),

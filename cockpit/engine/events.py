@@ -5,7 +5,10 @@ Every event also carries ``seq``, ``t`` and ``kind`` (the journal adds them). Th
 fields listed are what the writers put there today; a reader must still treat each
 one as optional (an older journal, a hand-edited line). ``describe_event`` is the one
 place an event becomes a sentence: the headless output, the TUI's event list and
-the CLI's "journal #N ..." lines all use it.
+the CLI's "journal #N ..." lines all use it. Its fields are untrusted (a note, a
+reason, a metric name, a path, a peer's line): each one is made printable here, once,
+before any describer sees it (:mod:`cockpit.printable`), so the sentence is safe for a
+terminal and a log line whatever the journal holds.
 
 Ownership: a campaign on several machines has one journal per machine, and every
 machine folds all of them. An event counts only when the machine that wrote it may
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cockpit.campaign.model import Campaign
+from cockpit.printable import printable
 from cockpit.units import format_duration
 
 Event = Mapping[str, Any]
@@ -247,10 +251,30 @@ def refusal(campaign: Campaign, event: Event, writer: int,
             "stages")
 
 
+FIELD_LIMIT = 1000  # characters of one field in an event's line (a long note stays whole)
+EVENT_LINE_LIMIT = 4000  # characters of the whole line (an unknown kind lists every field)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value, FIELD_LIMIT)
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    return printable(value, FIELD_LIMIT)  # a dict or anything else: its text, made safe
+
+
 def describe_event(ev: Event) -> str:
-    """One human line per journal event (headless output, the TUI's event list)."""
+    """One human line per journal event (headless output, the TUI's event list), every
+    field made printable and bounded first."""
+    clean = {k: _clean(v) for k, v in ev.items()}
     known = EVENT_KINDS.get(str(ev.get("kind")))
     if known is not None:
-        return known.describe(ev)
-    return f"{ev.get('kind')}: " + ", ".join(f"{k}={v}" for k, v in ev.items()
-                                             if k not in ("seq", "t", "kind"))
+        line = known.describe(clean)
+    else:
+        line = f"{clean.get('kind')}: " + ", ".join(
+            f"{printable(k, FIELD_LIMIT)}={v}" for k, v in clean.items()
+            if k not in ("seq", "t", "kind"))
+    # The describers add only the cockpit's own words; this bounds the whole line.
+    return printable(line, EVENT_LINE_LIMIT)

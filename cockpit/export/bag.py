@@ -81,6 +81,7 @@ from cockpit.export.root_swap import (
 from cockpit.export.verifier import VerifyExportReport, verify_export
 from cockpit.fsutil import fsync_dir
 from cockpit.journal import Journal, format_time
+from cockpit.printable import printable_block
 from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.reload_check import verify_checkpoint
 from cockpit.state import NOT_STARTED, RUNNING, CampaignState, fold
@@ -143,12 +144,12 @@ class ExportResult:
             lines.append(f"  current export (verified): {self.current_bag}"
                          + (f" (tar sha256 {self.current_sha256})" if self.current_sha256
                             else ""))
-            return "\n".join(lines)
+            return printable_block("\n".join(lines))
         if self.fetch_commands:
             lines.append("  fetch it (from your own machine):")
             lines.extend(f"    # {n}" for n in self.fetch_notes)
             lines.extend(f"    {c}" for c in self.fetch_commands)
-        return "\n".join(lines)
+        return printable_block("\n".join(lines))
 
 
 def default_export_root(campaign: Campaign) -> Path:

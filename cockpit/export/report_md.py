@@ -4,7 +4,8 @@ This module owns the human report of an export: the question and its conclusion,
 per stage the planned and observed times with the deviation, notes and decisions,
 the stops with their ids and reasons, the budget, and a dependency-free SVG with a
 planned and a realized bar per stage over the rental window. Pure functions of the
-plan, the folded state and ``now``.
+plan, the folded state and ``now``. What came from runs and journals (notes, reasons,
+cost labels, names) is made printable (:mod:`cockpit.printable`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cockpit.conclusion import Conclusion
 from cockpit.plan_record import decided_campaign, plan_changes
 from cockpit.planning.calibrate import estimates, uncertainties
 from cockpit.planning.schedule import plan_campaign
+from cockpit.printable import printable, printable_block
 from cockpit.state import CampaignState
 from cockpit.units import format_duration
 
@@ -35,8 +37,12 @@ def _planned(campaign: Campaign) -> dict[str, tuple[datetime, datetime]]:
             for slot in plan_campaign(campaign).slots}
 
 
+REPORT_LIMIT = 5_000_000  # characters of REPORT.md (a journal of many notes stays whole)
+
+
 def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """One table cell: printable, on one line, its pipes escaped."""
+    return printable(str(text).replace("\n", " "), 4000).replace("|", "\\|")
 
 
 def render_report(campaign: Campaign, state: CampaignState, now: datetime,
@@ -125,7 +131,9 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
             lines += [f"### {_t(change.at)} UTC — sha256 `{change.sha256[:12]}`", ""]
             lines += (["```diff", change.diff.rstrip(), "```", ""] if change.diff
                       else ["(the journal holds only this version's hash)", ""])
-    return "\n".join(lines).rstrip() + "\n"
+    # Notes, reasons, labels and names are journal and run text: the report is made
+    # printable as a whole (newlines and tabs kept), so `cat REPORT.md` is safe.
+    return printable_block("\n".join(lines).rstrip() + "\n", REPORT_LIMIT)
 
 
 def timeline_svg(campaign: Campaign, state: CampaignState, now: datetime) -> str:

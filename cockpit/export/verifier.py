@@ -45,6 +45,7 @@ from cockpit.export.export_checks import (
 )
 from cockpit.export.rebuild_check import REBUILD_TIMEOUT_S, environment_check, rebuild_check
 from cockpit.export.temp_paths import no_temp_paths
+from cockpit.printable import printable
 from cockpit.runs.reload_check import verify_checkpoint
 
 
@@ -98,7 +99,8 @@ class VerifyExportReport:
             lines += [f"{indent}         warning: {w}" for w in c.warnings[:10]]
             if len(c.warnings) > 10:
                 lines.append(f"{indent}         ... and {len(c.warnings) - 10} more warnings")
-        return "\n".join(lines)
+        # Messages name files read from the bag or the tar (untrusted names): printable.
+        return "\n".join(printable(line, 2000) for line in lines)
 
 
 def find_bag(path: Path) -> Path:

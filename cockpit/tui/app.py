@@ -35,6 +35,7 @@ from cockpit.engine import ActionRefused, Engine, describe_event
 from cockpit.errors import InputError
 from cockpit.journal import JournalError
 from cockpit.planning.schedule import plan_campaign
+from cockpit.printable import printable, printable_block
 from cockpit.snapshot import Snapshot
 from cockpit.tui import panels
 from cockpit.tui.dialogs import (
@@ -47,6 +48,7 @@ from cockpit.tui.dialogs import (
 )
 from cockpit.tui.screens import ChartScreen, LogScreen, newest_logs
 from cockpit.tui.themes import ThemeFile, ThemeMissing, resolve
+from cockpit.tui.untrusted import DropUnprintable
 
 JOURNAL_ACTIONS = ("start_stage", "stop_run", "verify", "decide", "accept", "reject", "mark",
                    "note", "cost", "export")
@@ -128,6 +130,8 @@ class CockpitApp(App[int]):
             theme = chosen.name
         self.themes = themes
         super().__init__(css_path=[*(t.path for t in themes.values()), STRUCTURE_PATH])
+        # The last net under every widget: no control byte of a run's text is drawn raw.
+        self._filters.append(DropUnprintable())
         self.engine = engine
         # Called after each tick in the worker (the demo plays the person's part here).
         self.after_tick = after_tick
@@ -816,6 +820,13 @@ class CockpitApp(App[int]):
                      "Quitting never stops a run: reopen with `cockpit FILE` to re-attach.\n"
                      "ctrl+p: the command palette.", "dim")
         self.push_screen(InfoScreen("Keys", lines))
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every notification is literal text: what it says often comes from a run, a
+        note or a refusal naming untrusted text (Textual would parse it as markup)."""
+        super().notify(printable_block(message, 4000), title=printable(title, 200),
+                       severity=severity, timeout=timeout, markup=markup)
 
     def action_quit_cockpit(self) -> None:
         snap = self.snapshot

@@ -2,7 +2,8 @@
 
 Every dialog cancels on Esc and never confirms by it; focus starts on the safe
 choice (No, or the first input). The dialogs only collect answers: the app calls
-the engine with them.
+the engine with them. Every title, body and item is shown literally (made printable,
+never parsed as markup): they name runs, notes and reasons.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+
+from cockpit.tui.untrusted import literal, literal_block
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -33,8 +36,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog-box"):
-            yield Label(self._title, classes="dialog-title")
-            yield Static(self._body, id="confirm-body", classes="dialog-body")
+            yield Label(literal(self._title), classes="dialog-title")
+            yield Static(literal_block(self._body), id="confirm-body", classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("No (n)", id="no", variant="primary")
                 yield Button("Yes (y)", id="yes", variant="error")
@@ -61,8 +64,8 @@ class PickScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog-box"):
-            yield Label(self._title, classes="dialog-title")
-            yield OptionList(*[Option(label, id=key) for key, label in self._items],
+            yield Label(literal(self._title), classes="dialog-title")
+            yield OptionList(*[Option(literal(label), id=key) for key, label in self._items],
                              id="pick-list")
             yield Label("Enter picks · Esc cancels", classes="dialog-hint")
 
@@ -96,11 +99,11 @@ class FormScreen(ModalScreen[dict[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog-box"):
-            yield Label(self._title, classes="dialog-title")
+            yield Label(literal(self._title), classes="dialog-title")
             if self._body:
-                yield Static(self._body, classes="dialog-body")
+                yield Static(literal_block(self._body), classes="dialog-body")
             for name, label, default in self._fields:
-                yield Label(label, classes="field-label")
+                yield Label(literal(label), classes="field-label")
                 yield Input(value=default, id=f"field-{name}", placeholder=label)
             yield Static("", id="form-error", classes="dialog-error")
             yield Label("Enter: next / continue · Esc cancels", classes="dialog-hint")
@@ -122,7 +125,7 @@ class FormScreen(ModalScreen[dict[str, str] | None]):
         values = self.values()
         problem = self._check(values) if self._check else None
         if problem:
-            self.query_one("#form-error", Static).update(Text(problem))
+            self.query_one("#form-error", Static).update(literal_block(problem))
             return
         self.dismiss(values)
 
@@ -141,8 +144,8 @@ class DropList(OptionList):
         self.selected: list[str] = []
         super().__init__(*[Option(self._prompt(i), id=i) for i in self._items], **kwargs)
 
-    def _prompt(self, item: str) -> str:
-        return f"[{'x' if item in self.selected else ' '}] {item}"
+    def _prompt(self, item: str) -> Text:
+        return literal(f"[{'x' if item in self.selected else ' '}] {item}")
 
     def action_toggle_drop(self) -> None:
         index = self.highlighted
@@ -174,10 +177,10 @@ class DecideScreen(ModalScreen[dict[str, Any] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog-box -wide"):
-            yield Label(f"Decision at {self._stage} (D4)", classes="dialog-title")
+            yield Label(literal(f"Decision at {self._stage} (D4)"), classes="dialog-title")
             if self._why:
                 with VerticalScroll(id="decide-context-box"):
-                    yield Static(self._why, id="decide-context")
+                    yield Static(literal_block(self._why), id="decide-context")
             yield OptionList(Option("continue: run the plan as it is", id="continue"),
                              Option("limit: drop optional stages", id="limit"),
                              Option("revise: the question changes, nothing more starts",
@@ -250,9 +253,9 @@ class InfoScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog-box -wide"):
-            yield Label(self._title, classes="dialog-title")
+            yield Label(literal(self._title), classes="dialog-title")
             with VerticalScroll(classes="info-scroll"):
-                yield Static(self._body, id="info-body")
+                yield Static(literal_block(self._body), id="info-body")
             yield Label("Esc closes", classes="dialog-hint")
 
     def action_close(self) -> None:

@@ -26,6 +26,7 @@ from cockpit.render_text import run_metric_names
 from cockpit.snapshot import RuleView, RunView, Snapshot, StageView
 from cockpit.telemetry import GpuInfo, Series, TelemetryHistory, format_bytes
 from cockpit.tui import text as tx
+from cockpit.tui.untrusted import literal, literal_block
 from cockpit.units import format_count, format_duration, format_percent, format_rate
 
 Levels = Mapping[str, str]  # level (ok/warn/fired/info/muted) -> Rich style
@@ -59,7 +60,9 @@ class LivePanel(Static):
         self._last_style: Any = None
 
     def show(self, content: Text | str) -> bool:
-        key = content.markup if isinstance(content, Text) else content
+        if isinstance(content, str):
+            content = literal_block(content)  # never parsed as markup
+        key = content.markup
         if key == self._last:
             return False
         self._last = key
@@ -335,6 +338,9 @@ class LiveTable(DataTable[Any]):
             self.remove_row(key)
             del self._cells[key]
         for key, values in rows:
+            # A str cell would be parsed as markup (a metric named "[@click=app.quit]"):
+            # every cell is literal Text, made printable.
+            values = tuple(literal(v) if isinstance(v, str) else v for v in values)
             old = self._cells.get(key)
             if old is None:
                 self.add_row(*values, key=key)

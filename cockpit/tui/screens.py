@@ -5,7 +5,8 @@ Textual widget: axes, legend, log scale and markers without our own drawing code
 It is rebuilt only while the screen is shown and only when its data changed (the
 runs' newest points, the metric or the scale). The log screen follows the stage's
 ``.cockpit/logs/<stage>.<ts>.out``/``.err`` files, reading only new bytes, once a
-second while it is shown, into bounded logs.
+second while it is shown, into bounded logs; what it reads and keeps is bounded per
+line and in total, and every line is made printable (the bounds are beside the code).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from textual.widgets import Label, RichLog
 from textual_plotext import PlotextPlot
 
 from cockpit.campaign.model import Campaign
+from cockpit.printable import printable
 from cockpit.snapshot import RunView, Snapshot
 from cockpit.tui.panels import thresholds
 
@@ -134,7 +136,8 @@ class ChartScreen(Screen[None]):
             self.labels.append(line.label)
         plt.yscale("log" if self.log_scale else "linear")
         plt.xlabel("step")
-        title.update(Text.assemble((metric, "bold"), f" over steps · {len(plotted)} run(s) · "
+        title.update(Text.assemble((printable(metric, 100), "bold"),
+                                   f" over steps · {len(plotted)} run(s) · "
                                    f"{'log' if self.log_scale else 'linear'} scale · metric "
                                    f"{self.metrics.index(metric) + 1}/{len(self.metrics)}"))
         plot.refresh()
@@ -163,8 +166,16 @@ class ChartScreen(Screen[None]):
 
 
 # ---------------------------------------------------------------------- logs
+# A run's output is untrusted and unbounded: a script can print 8 × 1 MB lines a second,
+# or OSC 52 / ESC[2J / U+202E. The log view holds bounded bytes at every step:
 TAIL_BYTES = 64 * 1024  # what is shown of a long log when the screen opens
-LOG_LINES = 2000
+READ_BYTES = 256 * 1024  # at most this much is read per file per refresh (once a second);
+#                          a flood beyond it is skipped (its size is said), never buffered
+LINE_CHARS = 1000  # characters shown of one line (escapes included); the rest is counted
+LOG_LINES = 2000  # lines kept per pane: at most about LOG_LINES × LINE_CHARS characters
+REFRESH_LINES = 200  # lines written per pane per refresh: a flood of short lines shows its
+#                      newest ones and says how many it skipped (the pane shows ~20 anyway)
+# Every line is made printable (cockpit.printable): escapes are shown, never sent.
 
 
 def newest_logs(campaign: Campaign, stage: str) -> tuple[Path | None, Path | None]:
@@ -178,33 +189,64 @@ def newest_logs(campaign: Campaign, stage: str) -> tuple[Path | None, Path | Non
     return out, err if err.exists() else None
 
 
+def log_lines(data: bytes, most: int = REFRESH_LINES) -> list[str]:
+    """The last ``most`` lines of ``data`` as the screen shows them: decoded, each bounded
+    to :data:`LINE_CHARS` and made printable (a tab stays a space, ``\\r`` and escapes
+    are shown); a first line says how many were skipped."""
+    raws = data.split(b"\n")
+    out = []
+    if len(raws) > most:
+        out.append(f"… {len(raws) - most} lines skipped (the run writes faster than shown)")
+        raws = raws[-most:]
+    for raw in raws:
+        cut = raw[:LINE_CHARS * 4]  # UTF-8: at most 4 bytes a character
+        text = cut.decode("utf-8", errors="replace")
+        extra = len(raw) - len(cut)
+        line = printable(text, LINE_CHARS)
+        if len(line) > LINE_CHARS + 40:  # a shown escape is up to 6 characters: bound again
+            line = line[:LINE_CHARS] + f"… (+{len(line) - LINE_CHARS} chars shown as escapes)"
+        if extra > 0 and len(text) <= LINE_CHARS:
+            line += f"… (+{extra} bytes)"
+        out.append(line)
+    return out
+
+
 class LogFollower:
-    """Reads what a file gained since the last read (from its tail the first time)."""
+    """Reads what a file gained since the last read (from its tail the first time), at
+    most :data:`READ_BYTES` a call: when the file grew by more, the older part is
+    skipped and said so."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.offset: int | None = None
 
-    def read(self) -> str:
+    def read(self) -> list[str]:
         if self.path is None:
-            return ""
+            return []
+        skipped = 0
         try:
             size = self.path.stat().st_size
             if self.offset is None or size < self.offset:
                 self.offset = max(size - TAIL_BYTES, 0)
+            if size - self.offset > READ_BYTES:
+                skipped = size - READ_BYTES - self.offset
+                self.offset = size - READ_BYTES
             if size == self.offset:
-                return ""
+                return []
             with open(self.path, "rb") as handle:
                 handle.seek(self.offset)
-                data = handle.read(size - self.offset)
+                data = handle.read(min(size - self.offset, READ_BYTES))
         except OSError:
-            return ""
+            return []
         cut = data.rfind(b"\n") + 1  # a partial last line waits for its newline
-        if cut == 0 and len(data) < TAIL_BYTES:
-            return ""
+        if cut == 0 and len(data) < READ_BYTES and not skipped:
+            return []
         data = data[:cut] if cut else data
         self.offset += len(data)
-        return data.decode("utf-8", errors="replace")
+        lines = log_lines(data[:-1] if data.endswith(b"\n") else data)
+        if skipped:
+            lines.insert(0, f"… {skipped} bytes skipped (the run writes faster than shown)")
+        return lines
 
 
 class LogScreen(Screen[None]):
@@ -219,14 +261,15 @@ class LogScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         out, err = (f.path for f in self.followers)
-        yield Label(f"output of run {self.run_id} (stage {self.stage}) — Esc / l goes back",
+        yield Label(Text(f"output of run {printable(self.run_id)} (stage "
+                         f"{printable(self.stage)}) — Esc / l goes back"),
                     classes="dialog-title")
         with Vertical(id="log-out-box"):
-            yield Label(f"stdout: {out or 'no log yet'}", id="log-out-path")
+            yield Label(Text(f"stdout: {printable(out or 'no log yet')}"), id="log-out-path")
             yield RichLog(id="log-out", max_lines=LOG_LINES, wrap=False, markup=False,
                           auto_scroll=True)
         with Vertical(id="log-err-box"):
-            yield Label(f"stderr: {err or 'no log yet'}", id="log-err-path")
+            yield Label(Text(f"stderr: {printable(err or 'no log yet')}"), id="log-err-path")
             yield RichLog(id="log-err", max_lines=LOG_LINES, wrap=False, markup=False,
                           auto_scroll=True)
 
@@ -236,10 +279,10 @@ class LogScreen(Screen[None]):
 
     def follow(self) -> None:
         for follower, wid in zip(self.followers, ("#log-out", "#log-err"), strict=True):
-            text = follower.read()
-            if text:
+            lines = follower.read()
+            if lines:
                 log = self.query_one(wid, RichLog)
-                for line in text.splitlines():
+                for line in lines:
                     log.write(Text(line))
 
     def action_close(self) -> None:
