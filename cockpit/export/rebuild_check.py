@@ -227,27 +227,35 @@ def run_rebuild(script: Path, run: str, timeout_s: float = REBUILD_TIMEOUT_S,
         orders = {"nonce": nonce, "result": str(result), "run": run,
                   "script": str(script), "paths": package_view(root)}
         started = time.time()
-        try:
-            proc = subprocess.Popen(
-                [python or base_python(), "-I", "-S", "-c", DRIVER], cwd=root / "work",
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
-        except OSError as exc:
-            return RebuildOutcome(None, {}, f"reload.py could not be run: {exc}", "", "")
-        timed_out = False
-        try:
-            out, err = proc.communicate(json.dumps(orders).encode() + b"\n",
-                                        timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_all(proc.pid, marker, started)
-            out, err = proc.communicate()
-        finally:
-            # The group and every marked process: nothing the bag started outlives the
-            # verify (also when an exception, a signal, unwinds through here).
-            _kill_all(proc.pid, marker, started)
-        stdout = out.decode("utf-8", "replace")[-4000:]
-        stderr = err.decode("utf-8", "replace")[-4000:]
+        # Output into files, not pipes: a child that keeps them open (a detached
+        # grandchild) would make reading them wait for ever.
+        with open(root / "stdout", "w+b") as out, open(root / "stderr", "w+b") as err:
+            try:
+                proc = subprocess.Popen(
+                    [python or base_python(), "-I", "-S", "-c", DRIVER], cwd=root / "work",
+                    env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
+                    start_new_session=True, close_fds=True)
+            except OSError as exc:
+                return RebuildOutcome(None, {}, f"reload.py could not be run: {exc}", "", "")
+            timed_out = False
+            try:
+                assert proc.stdin is not None
+                try:
+                    proc.stdin.write(json.dumps(orders).encode() + b"\n")
+                    proc.stdin.close()
+                except OSError:
+                    pass  # it ended before reading its orders: no result file says so
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                # The group and every marked process: nothing the bag started outlives
+                # the verify (also when an exception or a signal unwinds through here).
+                _kill_all(proc.pid, marker, started)
+                if proc.poll() is None:
+                    proc.wait()
+            stdout = _tail(out)
+            stderr = _tail(err)
         if timed_out:
             return RebuildOutcome(None, {}, f"reload.py did not finish within {timeout_s:g} s "
                                   "(its process group was killed)", stdout, stderr)
@@ -261,6 +269,13 @@ def run_rebuild(script: Path, run: str, timeout_s: float = REBUILD_TIMEOUT_S,
         answer = {**answer, "ok": False,
                   "error": answer.get("error") or f"the process exited {proc.returncode}"}
     return RebuildOutcome(proc.returncode, answer, None, stdout, stderr)
+
+
+def _tail(handle: Any) -> str:
+    handle.seek(0, os.SEEK_END)
+    size = handle.tell()
+    handle.seek(max(0, size - 4000))
+    return str(handle.read().decode("utf-8", "replace"))
 
 
 def _read_result(path: Path, nonce: str) -> tuple[dict[str, Any] | None, str]:

@@ -186,7 +186,7 @@ def removed_on_signal() -> Iterator[None]:
     def handler(signum: int, frame: Any) -> None:
         raise Interrupted(signum)
 
-    old: dict[int, Any] = {}
+    old: dict[signal.Signals, Any] = {}
     try:
         for sig in (signal.SIGTERM, signal.SIGINT):
             old[sig] = signal.signal(sig, handler)
