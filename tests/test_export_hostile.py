@@ -41,16 +41,20 @@ def write_sha(tar: Path) -> None:
     tar.with_name(tar.name + ".sha256").write_text(f"{digest}  {tar.name}\n")
 
 
-def tar_with(exported, out: Path, extra: list[tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]]
-             ) -> Path:
-    """The export's bag as a tar, plus ``extra`` members, with a matching .sha256."""
+def tar_with(exported, out: Path, extra: list[tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]],
+             first: bool = False) -> Path:
+    """The export's bag as a tar, plus ``extra`` members (after the bag, or before it
+    with ``first``), with a matching .sha256."""
     tar_path = out / "hostile.tar"
     with tarfile.open(tar_path, "w", format=tarfile.PAX_FORMAT) as tar:
-        tar.add(exported.bag_dir, arcname=exported.bag_dir.name)
+        if not first:
+            tar.add(exported.bag_dir, arcname=exported.bag_dir.name)
         for item in extra:
             info, data = item if isinstance(item, tuple) else (item, b"")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+        if first:
+            tar.add(exported.bag_dir, arcname=exported.bag_dir.name)
     write_sha(tar_path)
     return tar_path
 
@@ -66,17 +70,18 @@ def test_the_export_tar_itself_verifies(exported) -> None:
     assert "[ok  ] tar holds the bag only" in done.stdout
 
 
-@pytest.mark.parametrize("name", [".bashrc", ".ssh/authorized_keys", "/tmp/cockpit-abs-planted",
-                                  "sample-close/../escaped"])
+@pytest.mark.parametrize(("name", "first"), [
+    (".bashrc", False), (".bashrc", True), (".ssh/authorized_keys", False),
+    ("/tmp/cockpit-abs-planted", False), ("sample-close/../escaped", False)])
 def test_a_member_beside_the_bag_fails_and_nothing_is_unpacked(exported, tmp_path: Path,
-                                                                name: str) -> None:
-    tar_path = tar_with(exported, tmp_path, [(tarfile.TarInfo(name), b"echo pwned\n")])
+                                                                name: str, first: bool) -> None:
+    tar_path = tar_with(exported, tmp_path, [(tarfile.TarInfo(name), b"echo pwned\n")], first)
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
     done = verify(str(tar_path), "--no-reload", env={"TMPDIR": str(tmpdir)})
     assert done.returncode == 1, done.stdout + done.stderr
     assert "[FAIL] tar holds the bag only" in done.stdout
-    assert name in done.stdout  # the member is named
+    assert f"{name}: " in done.stdout  # the member itself is named
     assert not list(tmpdir.iterdir())  # refused before anything was written
     assert not Path("/tmp/cockpit-abs-planted").exists()
 

@@ -87,10 +87,10 @@ def members_check(tar: tarfile.TarFile, limits: TarLimits = DEFAULT_LIMITS) -> C
     """A tar is a bag and nothing else: every member header checked, nothing written.
 
     Headers are read one at a time and the count is checked as they come, so a tar of a
-    million members stops at the limit instead of being listed whole."""
+    million members stops at the limit instead of being listed whole; the bag's folder
+    is the one top-level folder holding ``bagit.txt``, wherever it comes in the tar."""
     name = "tar holds the bag only"
     failures: list[str] = []
-    root: str | None = None
     count = total = 0
     files: set[str] = set()
 
@@ -98,12 +98,25 @@ def members_check(tar: tarfile.TarFile, limits: TarLimits = DEFAULT_LIMITS) -> C
         if len(failures) < 20:
             failures.append(f"{printable(member.name, 200)}: {why}")
 
+    members: list[tarfile.TarInfo] = []
     for member in _members(tar):
+        if len(members) >= limits.max_members:
+            return Check(name, False, (f"more than {limits.max_members:,} members "
+                                       "(--max-members): an export holds far fewer files; "
+                                       "not unpacked",))
+        members.append(member)
+    # The bag's folder: the one top-level folder that holds bagit.txt.
+    tops = {m.name.split("/")[0] for m in members
+            if posixpath.normpath(m.name).count("/") == 1
+            and posixpath.basename(m.name) == "bagit.txt"}
+    if len(tops) != 1:
+        return Check(name, False, ("the tar holds no single bag folder (a top-level folder "
+                                   "with bagit.txt)" if not tops else
+                                   "the tar holds several bag folders: "
+                                   + ", ".join(sorted(map(printable, tops))),))
+    root = tops.pop()
+    for member in members:
         count += 1
-        if count > limits.max_members:
-            failures.append(f"more than {limits.max_members:,} members (--max-members): an "
-                            "export holds far fewer files; not unpacked")
-            break
         parts = member.name.split("/")
         norm = posixpath.normpath(member.name)
         if member.name.startswith("/") or os.path.isabs(member.name) or "\0" in member.name:
@@ -112,10 +125,7 @@ def members_check(tar: tarfile.TarFile, limits: TarLimits = DEFAULT_LIMITS) -> C
         if ".." in parts or norm.startswith(".."):
             fail(member, "a path with '..': it would leave the bag's folder")
             continue
-        top = norm.split("/")[0]
-        if root is None:
-            root = top
-        if top != root or norm in (".", ""):
+        if norm.split("/")[0] != root:
             fail(member, f"lies outside the bag's folder {printable(root, 100)}/: tar -xf "
                          "would write it beside the bag")
             continue
@@ -124,8 +134,7 @@ def members_check(tar: tarfile.TarFile, limits: TarLimits = DEFAULT_LIMITS) -> C
                          "never writes one; not unpacked")
             continue
         if member.islnk():
-            target = posixpath.normpath(member.linkname)
-            if target not in files:
+            if posixpath.normpath(member.linkname) not in files:
                 fail(member, "a hard link to something that is not a file of the bag")
             continue
         if member.isdir():
@@ -143,15 +152,13 @@ def members_check(tar: tarfile.TarFile, limits: TarLimits = DEFAULT_LIMITS) -> C
     if total > limits.max_total_bytes:
         failures.append(f"the members declare {_size(total)} in all, over the "
                         f"{_size(limits.max_total_bytes)} limit (--max-total-gib)")
-    if root is None and not failures:
-        failures.append("the tar is empty")
     if not failures:
         free = _free_bytes(Path(tempfile.gettempdir()))
         if free is not None and total > free:
             failures.append(f"unpacking needs {_size(total)} but the temporary folder "
                             f"{tempfile.gettempdir()} has {_size(free)} free (set TMPDIR)")
     return Check(name, not failures, tuple(failures),
-                 detail=f"{count:,} member(s) under {printable(root or '', 100)}/, "
+                 detail=f"{count:,} member(s) under {printable(root, 100)}/, "
                         f"{_size(total)}")
 
 
