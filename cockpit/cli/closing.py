@@ -10,7 +10,11 @@ export verified, 1 when it was written but a check failed (a failed export never
 replaces a verified one: it is kept beside it, and the command says which is current).
 ``verify-export`` exits 0 only when every check passes. A bag is data: ``verify-export``
 runs no command and allows no unsafe unpickling that the bag asks for unless
-``--trust-commands`` is given.
+``--trust-commands`` is given; ``--rebuild`` (which runs the bag's code) says so on
+stderr before anything runs. A tar is checked against the limits of
+:class:`cockpit.export.tar_verify.TarLimits` (``--max-members``, ``--max-total-gib``,
+``--max-file-gib``). SIGTERM/SIGINT end it with 128 + the signal, its temporary folders
+removed.
 """
 
 from __future__ import annotations
