@@ -86,6 +86,23 @@ def test_a_member_beside_the_bag_fails_and_nothing_is_unpacked(exported, tmp_pat
     assert not Path("/tmp/cockpit-abs-planted").exists()
 
 
+def _list_in_the_bag(bag: Path, rel: str, size: int) -> None:
+    """List a file in the manifest and Payload-Oxum without hashing it (its digest is
+    made up): bagit then has to hash it to find out, which for 1 TiB takes hours."""
+    with open(bag / "manifest-sha256.txt", "a") as handle:
+        handle.write(f"{'0' * 64}  {rel}\n")
+    info = (bag / "bag-info.txt").read_text().splitlines()
+    for i, line in enumerate(info):
+        if line.startswith("Payload-Oxum: "):
+            octets, count = line.split(": ")[1].split(".")
+            info[i] = f"Payload-Oxum: {int(octets) + size}.{int(count) + 1}"
+    (bag / "bag-info.txt").write_text("\n".join(info) + "\n")
+    tags = [p for p in sorted(bag.iterdir()) if p.is_file()
+            and p.name != "tagmanifest-sha256.txt"]
+    (bag / "tagmanifest-sha256.txt").write_text("".join(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in tags))
+
+
 def test_a_sparse_terabyte_fails_in_seconds_without_unpacking(exported, tmp_path: Path) -> None:
     if shutil.which("tar") is None:
         pytest.skip("needs GNU tar for --sparse")
@@ -94,6 +111,7 @@ def test_a_sparse_terabyte_fails_in_seconds_without_unpacking(exported, tmp_path
     shutil.copytree(exported.bag_dir, bag)
     with open(bag / "data" / "huge.bin", "wb") as handle:
         handle.truncate(1 << 40)  # 1 TiB, no block written
+    _list_in_the_bag(bag, "data/huge.bin", 1 << 40)
     tar_path = tmp_path / "sparse.tar"
     made = subprocess.run(["tar", "--sparse", "-cf", str(tar_path), "-C", str(root), bag.name],
                           capture_output=True, text=True, timeout=60)
@@ -247,6 +265,9 @@ OUT = __OUT__
 def load(run, report=None):
     open(os.path.join(OUT, "started"), "w").close()
     time.sleep(120)
+
+if __name__ == "__main__":
+    load(None)
 '''
 
 
