@@ -162,6 +162,18 @@ def test_a_fifo_in_a_bag_folder_fails_instead_of_hanging(exported, tmp_path: Pat
     assert "data/notes is a FIFO" in done.stdout
 
 
+@pytest.mark.timeout(60)
+def test_a_link_to_a_fifo_outside_the_bag_fails_instead_of_hanging(exported, tmp_path: Path
+                                                                   ) -> None:
+    bag = _bag_copy(exported, tmp_path)
+    os.mkfifo(tmp_path / "outside.fifo")
+    (bag / "data" / "manifest.json").unlink()
+    (bag / "data" / "manifest.json").symlink_to(tmp_path / "outside.fifo")
+    done = verify(str(bag), "--no-reload", timeout=30)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "data/manifest.json is a symbolic link to a FIFO" in done.stdout
+
+
 @pytest.mark.parametrize("name", ["manifest.json", "reload.json"])
 def test_a_deeply_nested_json_is_a_named_failure_not_a_crash(exported, tmp_path: Path,
                                                               name: str) -> None:

@@ -179,12 +179,21 @@ def read_bag_json(path: Path) -> tuple[Any, str | None]:
     """(the parsed JSON, None) or (None, why not, in words): a file of a bag is read with
     a size and nesting bound, never into a RecursionError."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(JSON_MAX_BYTES + 1)
+        # Never through a link, never blocking on a FIFO: a regular file or nothing.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None, "is missing"
     except OSError as exc:
         return None, f"cannot be read: {exc.strerror or exc}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "is not a regular file: not read"
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(JSON_MAX_BYTES + 1)
+    except OSError as exc:
+        return None, f"cannot be read: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
     if len(raw) > JSON_MAX_BYTES:
         return None, f"is larger than {JSON_MAX_BYTES >> 20} MiB: not read"
     try:
@@ -196,8 +205,8 @@ def read_bag_json(path: Path) -> tuple[Any, str | None]:
 
 
 def special_files(bag: Path, limit: int = 20) -> list[str]:
-    """Entries of the bag folder that are neither files, folders nor symbolic links
-    (bag valid names links): FIFOs, sockets, devices. None of them is opened."""
+    """Entries of the bag folder that are neither files nor folders, nor links to one
+    (bag valid names links): FIFOs, sockets, devices, links to them. None is opened."""
     found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(bag, followlinks=False):
         for entry in (*dirnames, *filenames):
@@ -206,10 +215,17 @@ def special_files(bag: Path, limit: int = 20) -> list[str]:
                 mode = os.lstat(path).st_mode
             except OSError:
                 continue
-            if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
+            link = stat.S_ISLNK(mode)
+            if link:
+                try:
+                    mode = os.stat(path).st_mode  # what it points at (stat never blocks)
+                except OSError:
+                    continue  # a dangling link: bag valid names it
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
                 continue
             kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) \
                 else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special"
+            kind = f"a symbolic link to {kind}" if link else kind
             found.append(f"{printable(path.relative_to(bag).as_posix(), 200)} is {kind}: an "
                          "export holds files and folders only; nothing was read")
             if len(found) >= limit:
