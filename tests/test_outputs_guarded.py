@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,3 +138,37 @@ def test_enospc_is_exit_1_with_the_path_not_bad_input(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "no space left" in done.stderr and str(state / "journal.jsonl") in done.stderr
     assert "internal error" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_run_that_dies_on_a_full_disk_is_journaled_as_no_space(tmp_path: Path) -> None:
+    path = write_campaign(tmp_path / "c", [
+        {"id": "train", "hours": 1, "resource": "gpu", "run": "r1",
+         "command": [sys.executable, "-c", "import time; time.sleep(2)"]},
+    ])
+    logs = path.parent / ".cockpit" / "logs"
+    logs.mkdir(parents=True)
+    with mounted_tmpfs(tmp_path, "4m") as mount:
+        if subprocess.run(["mount", "--bind", str(mount), str(logs)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot bind-mount here")
+        try:
+            started = run_cockpit("start", str(path), "train", timeout=60)
+            assert started.returncode == 0, started.stderr
+            fd = os.open(logs / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+            try:  # the disk fills while the run lives: its exit file cannot be written
+                while os.write(fd, b"\0" * 4096):
+                    pass
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            run_cockpit("headless", str(path), "--until-done", "--interval", "0.2",
+                        "--status-log", str(tmp_path / "status.jsonl"), timeout=60)
+        finally:
+            subprocess.run(["umount", str(logs)], check=False)
+    events = [json.loads(line) for line in
+              (path.parent / ".cockpit" / "journal.jsonl").read_text().splitlines()]
+    finished = [e for e in events if e["kind"] == "stage_finished"]
+    assert finished, events
+    assert "no space left" in finished[-1]["reason"] and "killed?" not in finished[-1]["reason"]

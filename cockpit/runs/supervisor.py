@@ -241,6 +241,23 @@ def _space_for_launch(logs: Path) -> None:
                       str(logs))
 
 
+def no_space_note(exit_file: str | None) -> str | None:
+    """Why a run may have ended without its exit code: the folder of its exit file is
+    (nearly) full, so the wrapper could not write it. None when there is room."""
+    if not exit_file:
+        return None
+    folder = os.path.dirname(exit_file)
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free >= LAUNCH_MIN_FREE_BYTES:
+        return None
+    return (f"no space left on the device: {folder} has {free:,} bytes free, so its exit "
+            "file could not be written (ENOSPC)")
+
+
 # Popen objects of processes this interpreter started: polled so they never linger as zombies.
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
