@@ -20,6 +20,7 @@ removed.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from datetime import datetime, timezone
@@ -260,6 +261,8 @@ def cmd_next(args: argparse.Namespace) -> int:
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise  # not bad input: main says "no space left" with the path, exit 1
         raise InputError(f"next: cannot write {out}: {exc.strerror or exc}") from None
     print(f"wrote {out}: the plan as decided with measured durations; check it with "
           f"`cockpit check {out}` and `cockpit plan {out}`")
