@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -33,6 +32,7 @@ from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.metric_tail import last_values
 from cockpit.runs.reload_check import VerifyReport, run_verify_command, verify_checkpoint
 from cockpit.runs.supervisor import report_path
+from cockpit.safe_json import loads_bounded
 from cockpit.state import FAILED, STOPPED, SUCCEEDED, CampaignState
 
 ENDED_RUN_STATES = (SUCCEEDED, FAILED, STOPPED)
@@ -77,7 +77,7 @@ def read_prediction_ids(path: Path) -> list[str]:
         return [str(r["id"]).strip() for r in rows]
     if stripped.startswith("["):
         try:
-            data = json.loads(stripped)
+            data = loads_bounded(stripped)
         except ValueError as exc:
             raise ValueError(f"{path.name}: not valid JSON ({exc})") from None
         return [_record_id(path, i, rec) for i, rec in enumerate(data)]
@@ -86,7 +86,7 @@ def read_prediction_ids(path: Path) -> list[str]:
         if not line.strip():
             continue
         try:
-            ids.append(_record_id(path, i, json.loads(line)))
+            ids.append(_record_id(path, i, loads_bounded(line)))
         except ValueError as exc:
             raise ValueError(f"{path.name} line {i + 1}: {exc}") from None
     return ids

@@ -20,3 +20,30 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# Why a planted symbolic link is refused: the journal, the status log, the event log and
+# the Prometheus file are written only into real files, never through a link into
+# whatever it points at (another user's file, a system file).
+SYMLINK_REFUSED = "it is a symbolic link, and the cockpit writes only into a real file"
+
+
+def open_no_follow(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` with ``O_NOFOLLOW``: a symbolic link at ``path`` raises OSError(ELOOP)
+    whose text says why, naming the path (the journal's rule, for every writer)."""
+    import errno
+
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, SYMLINK_REFUSED, str(path)) from None
+        raise
+
+
+def refuse_symlink(path: Path) -> None:
+    """OSError(ELOOP) when ``path`` is a symbolic link (checked before a rename over it)."""
+    import errno
+
+    if os.path.islink(path):
+        raise OSError(errno.ELOOP, SYMLINK_REFUSED, str(path))

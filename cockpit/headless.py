@@ -70,14 +70,27 @@ class WriteWarnings:
                 pass
 
 
+def refuse_linked_outputs(*paths: Path | None) -> None:
+    """Bad input (exit 2) when an output path is a symbolic link: never written through."""
+    from cockpit.errors import InputError
+    from cockpit.fsutil import SYMLINK_REFUSED
+
+    for path in paths:
+        if path is not None and path.is_symlink():
+            raise InputError(f"cockpit headless: cannot write {path}: {SYMLINK_REFUSED}")
+
+
 def run_headless(args: argparse.Namespace, out: Any = None) -> int:
     out = out or sys.stdout
     fleet = bool(getattr(args, "fleet", False))
-    engine = Engine.open(args.file, auto=args.auto, actor="headless",
-                         simulate_gpus=args.simulate_gpus, fleet=fleet, pull="background")
     default_log = status_log_path(args.file)
     if fleet:  # never the status log of a machine's own headless in the same folder
         default_log = default_log.with_name("fleet-status.jsonl")
+    refuse_linked_outputs(Path(args.status_log) if args.status_log else default_log,
+                          Path(args.log) if args.log else None,
+                          Path(args.prom) if args.prom else None)
+    engine = Engine.open(args.file, auto=args.auto, actor="headless",
+                         simulate_gpus=args.simulate_gpus, fleet=fleet, pull="background")
     status_log = RotatingFile(Path(args.status_log) if args.status_log else default_log)
     event_log = RotatingFile(Path(args.log)) if args.log else None
     prom = Path(args.prom) if args.prom else None

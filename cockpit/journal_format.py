@@ -15,9 +15,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cockpit.fsutil import SYMLINK_REFUSED
+
 
 class JournalError(Exception):
-    """The journal cannot be used at all (not a file, no permission, disk full...)."""
+    """The journal cannot be used at all (not a file, no permission, disk full...);
+    ``errno`` is the OS error's number when one caused it (ENOSPC: exit 1, not 2)."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 
@@ -67,7 +74,7 @@ def journal_error(path: Path, action: str, exc: OSError) -> JournalError:
     elif exc.errno == errno.ENOSPC:
         why = "no space left on the device"
     elif exc.errno == errno.ELOOP:
-        why = "it is a symbolic link, and the cockpit writes only into a real file"
+        why = SYMLINK_REFUSED
     else:
         why = exc.strerror or str(exc)
-    return JournalError(f"cannot {action} journal {path}: {why}")
+    return JournalError(f"cannot {action} journal {path}: {why}", exc.errno)

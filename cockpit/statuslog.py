@@ -1,6 +1,10 @@
 """Status outputs for tools: the compact per-tick JSON, its one-line form, a
 size-bounded rotating log file, and the Prometheus textfile.
 
+Every file here is written only into a real file: a symbolic link planted at the status
+log, the event log or the Prometheus file is refused (OSError ELOOP, the journal's rule
+in :mod:`cockpit.fsutil`), never written through.
+
 The compact JSON is what the status log holds, one object a line;
 :mod:`cockpit.statusline` turns one such object into the tmux status-bar line.
 """
@@ -13,6 +17,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
+from cockpit.fsutil import open_no_follow, refuse_symlink
 from cockpit.snapshot import Snapshot, json_number, json_time
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
@@ -73,7 +78,9 @@ class RotatingFile:
     def _open(self) -> IO[str]:
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            # Never through a planted symbolic link (the journal's rule).
+            fd = open_no_follow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            handle = os.fdopen(fd, "a", encoding="utf-8")
             self._size = handle.tell()
             if self._size and not _ends_with_newline(self.path):
                 # A line cut short by a full disk: end it, so the next one stands alone.
@@ -193,9 +200,11 @@ def prometheus_text(snap: Snapshot) -> str:
 def write_atomic(path: Path, text: str) -> None:
     """Temp file + rename: a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_symlink(path)  # a planted link is refused, like the journal, not replaced
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
+        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
     except OSError:

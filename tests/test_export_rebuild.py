@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from cockpit.campaign.model import Settings
 from cockpit.errors import InputError
 from cockpit.export import export_campaign
 from cockpit.export.bagit_files import fetch_target
-from cockpit.export.rebuild_check import _NO_COCKPIT
+from cockpit.export.rebuild_check import run_rebuild
 from cockpit.export.reload_script import reload_script
 from cockpit.journal import Journal
 from cockpit.planning.advice import plan_warnings
@@ -146,10 +145,11 @@ def _script(tmp_path: Path, checkpoint_of, params: dict) -> Path:
 
 
 def _run(script: Path) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, "-c", _NO_COCKPIT, str(script), "r", "--json"],
-                          cwd=script.parent.parent, capture_output=True, text=True,
-                          timeout=300)
-    return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
+    """The script as --rebuild runs it: contained (base Python -I -S, the cockpit on no
+    path, minimal environment), judged from the result file; 0 when rebuilt."""
+    outcome = run_rebuild(script, "r", 300)
+    assert outcome.problem is None, (outcome.problem, outcome.stderr)
+    return (0 if outcome.answer.get("ok") else 1), outcome.answer
 
 
 def test_reload_script_rebuilds_a_resume_checkpoint_without_the_cockpit(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ Commands that only read (check, plan, status, budget) write nothing.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -41,7 +42,7 @@ from cockpit.cli.campaign_cmds import (
     cmd_tui,
 )
 from cockpit.cli.closing import add_close_commands
-from cockpit.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, Handler
+from cockpit.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, Handler
 from cockpit.errors import InputError
 from cockpit.printable import printable_block
 from cockpit.units import parse_duration
@@ -282,6 +283,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, never a traceback
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            # The machine is full, the input was fine: exit 1 with the path, never 2 or 70.
+            where = f" writing {exc.filename}" if exc.filename else ""
+            print(f"cockpit: no space left on the device{where}: free some space and run "
+                  "it again", file=sys.stderr)
+            return EXIT_REFUSED
         if os.environ.get("COCKPIT_DEBUG"):
             raise
         print(f"cockpit: internal error: {type(exc).__name__}: {printable_block(exc)}\n"

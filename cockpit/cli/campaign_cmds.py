@@ -90,6 +90,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         from cockpit.headless import run_headless
 
         return run_headless(args)
+    need_terminal(args, "cockpit fleet FILE --headless")
     from cockpit.tui.app import run_tui
 
     return run_tui(args)
@@ -135,8 +136,21 @@ def _fleet_action(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def need_terminal(args: argparse.Namespace, instead: str) -> None:
+    """The screen needs a terminal: without one (a pipe, a file, cron, systemd) it would
+    write screen escapes into the output for ever; say what to run instead (exit 2).
+    ``cockpit demo`` decides by itself and is not checked here."""
+    from cockpit.errors import InputError
+
+    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        raise InputError(f"cockpit {args.command}: the cockpit's screen needs a terminal "
+                         "(standard input and output are not one); without a screen run "
+                         f"`{instead}` (or `cockpit status FILE`)")
+
+
 @acting
 def cmd_tui(args: argparse.Namespace) -> int:
+    need_terminal(args, "cockpit headless FILE")
     from cockpit.tui.app import run_tui
 
     return run_tui(args)

@@ -15,12 +15,17 @@ does; the copies under ``.cockpit/peers/`` are the only files a read writes), me
 filtered by ownership, folded; an event not folded is named on stderr.
 ``verify-export`` exits 0 only when every check passes. A bag is data: ``verify-export``
 runs no command and allows no unsafe unpickling that the bag asks for unless
-``--trust-commands`` is given.
+``--trust-commands`` is given; ``--rebuild`` (which runs the bag's code) says so on
+stderr before anything runs. A tar is checked against the limits of
+:class:`cockpit.export.tar_verify.TarLimits` (``--max-members``, ``--max-total-gib``,
+``--max-file-gib``). SIGTERM/SIGINT end it with 128 + the signal, its temporary folders
+removed.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from datetime import datetime, timezone
@@ -66,10 +71,25 @@ def add_close_commands(sub: Any) -> None:
                         "the bag's reload.json asks for (a bag is data: never by default)")
     p.add_argument("--rebuild", action="store_true",
                    help="run the bag's reload.py in a fresh process for each accepted run with "
-                        "a model: rebuilt from the bag's code, checkpoint loaded strictly (this "
-                        "runs the bag's code: never by default)")
+                        "a model: rebuilt from the bag's code, checkpoint loaded strictly. This "
+                        "runs the bag's code on this machine as you (minimal environment, "
+                        "HOME in a temporary folder, its process group killed at the end; "
+                        "not a sandbox): never by default")
     p.add_argument("--rebuild-timeout", type=float, default=300.0, metavar="SECONDS",
                    help="time limit of each rebuild (default 300)")
+    from cockpit.export.tar_verify import DEFAULT_LIMITS, GIB
+
+    p.add_argument("--max-members", type=_positive_int, default=DEFAULT_LIMITS.max_members,
+                   metavar="N", help="a tar: at most N members "
+                                     f"(default {DEFAULT_LIMITS.max_members:,})")
+    p.add_argument("--max-total-gib", type=_positive_float,
+                   default=DEFAULT_LIMITS.max_total_bytes / GIB, metavar="GIB",
+                   help="a tar: at most this many GiB declared in all (default "
+                        f"{DEFAULT_LIMITS.max_total_bytes // GIB})")
+    p.add_argument("--max-file-gib", type=_positive_float,
+                   default=DEFAULT_LIMITS.max_file_bytes / GIB, metavar="GIB",
+                   help="a tar: at most this many GiB for one file (default "
+                        f"{DEFAULT_LIMITS.max_file_bytes // GIB})")
     p.set_defaults(handler=cmd_verify_export)
 
     p = sub.add_parser("next", help="a calibrated copy of the plan for the next campaign")
@@ -77,6 +97,26 @@ def add_close_commands(sub: Any) -> None:
     p.add_argument("--out", default=None, metavar="NEW.yaml",
                    help="where to write it (default: FILE's name with .next.yaml, beside it)")
     p.set_defaults(handler=cmd_next)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
 
 
 def _load(file: str, *, as_decided: bool = False) -> History:
@@ -145,6 +185,25 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_export(args: argparse.Namespace) -> int:
+    from cockpit.export.rebuild_check import NOTICE
+    from cockpit.export.tar_verify import GIB, Interrupted, TarLimits, removed_on_signal
+
+    if args.rebuild:
+        # Said before anything runs, on stderr so --json stays one object.
+        print(f"cockpit verify-export: {NOTICE}", file=sys.stderr)
+    try:
+        with removed_on_signal():
+            return _verify_export(args, TarLimits(
+                max_members=args.max_members,
+                max_total_bytes=int(args.max_total_gib * GIB),
+                max_file_bytes=int(args.max_file_gib * GIB)))
+    except Interrupted as stop:
+        print(f"cockpit verify-export: interrupted by signal {stop.signum}; its temporary "
+              "folders were removed", file=sys.stderr)
+        return 128 + stop.signum
+
+
+def _verify_export(args: argparse.Namespace, limits: Any) -> int:
     from cockpit.export import verify_export
 
     folder = Path(args.dir)
@@ -155,7 +214,7 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
     if folder.is_file() and folder.name.endswith(".tar"):
         from cockpit.export.tar_verify import verify_tar
 
-        report = verify_tar(folder, **options)
+        report = verify_tar(folder, limits, **options)
         print(json.dumps(report.to_dict(), indent=2) if args.json else report.render())
         return report.exit_code
     if not folder.is_dir():
@@ -208,6 +267,8 @@ def cmd_next(args: argparse.Namespace) -> int:
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise  # not bad input: main says "no space left" with the path, exit 1
         raise InputError(f"next: cannot write {out}: {exc.strerror or exc}") from None
     print(f"wrote {out}: the plan as decided with measured durations; check it with "
           f"`cockpit check {out}` and `cockpit plan {out}`")

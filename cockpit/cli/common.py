@@ -2,16 +2,19 @@
 
 This module owns ``EXIT_OK`` / ``EXIT_BAD_INPUT`` / ``EXIT_INTERNAL`` (re-exported by
 :mod:`cockpit.cli`) and ``acting``, the wrapper that turns an action refused for a
-reason into one line and exit 1 (and an unusable journal into exit 2).
+reason into one line and exit 1 (and an unusable journal into exit 2; a journal on a
+full disk into exit 1, with its path: the input was fine).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from collections.abc import Callable
 
 EXIT_OK = 0
+EXIT_REFUSED = 1  # a refusal or a verdict; also "no space left", naming the path
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in the cockpit, never a verdict on the campaign
 
@@ -33,6 +36,7 @@ def acting(handler: Handler) -> Handler:
             return 1
         except JournalError as exc:
             print(f"cockpit {args.command}: {printable(exc, 2000)}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            # A full disk is not bad input: the command was right, the machine is full.
+            return EXIT_REFUSED if exc.errno == errno.ENOSPC else EXIT_BAD_INPUT
 
     return wrapped

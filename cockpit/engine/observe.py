@@ -36,7 +36,7 @@ from cockpit.runs.checkpoint_verifier import (
 from cockpit.runs.checkpoints import CheckpointScanner
 from cockpit.runs.metric_tail import seed_from_tail
 from cockpit.runs.metrics import MetricStream
-from cockpit.runs.supervisor import stage_gpus
+from cockpit.runs.supervisor import no_space_note, stage_gpus
 from cockpit.state import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState, RunState
 from cockpit.telemetry import IdleDetector
 
@@ -87,6 +87,9 @@ class Observing(EngineCore):
                     if code is None and st.marker and not info:
                         reason = ("its wrapper and every process of its group are gone, "
                                   "without an exit code (killed?)")
+                    full = no_space_note(st.exit_file) if code is None else None
+                    if full:  # not a mystery: the disk is full
+                        reason = f"ended without an exit code: {full}"
                 if current.run:
                     txn.append("run_exited", now=now, run=current.run, stage=st.id, code=code,
                                attempt=st.attempt, signal=info.get("signal"),

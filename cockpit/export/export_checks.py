@@ -7,7 +7,6 @@ pinned, artifacts reload. The "no temporary paths" check lives in ``temp_paths``
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -19,6 +18,7 @@ import yaml
 
 from cockpit.acceptance import compare_ids, read_expected_ids, read_prediction_ids
 from cockpit.runs.reload_check import run_verify_command
+from cockpit.safe_json import loads_bounded
 
 # In a bag of a campaign on several machines: the history the export was folded from
 # (every machine's events kept by the ownership rules), beside this machine's journal.
@@ -134,7 +134,7 @@ def _journal_verdicts(bag: Path) -> dict[str, str]:
         return verdicts
     for line in lines:
         try:
-            ev = json.loads(line)
+            ev = loads_bounded(line)
         except ValueError:
             continue
         if not isinstance(ev, dict):

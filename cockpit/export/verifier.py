@@ -15,7 +15,11 @@ This module owns ``verify_export(bag_dir)``, run at the end of every export and 
 - artifacts reload: each accepted artifact, as copied into the bag, reloads in a
   fresh process.
 
-A bag is data: nothing read from it is executed or unpickled because it says so. Paths
+A bag is data: nothing read from it is executed or unpickled because it says so, and
+nothing in it can hang or crash the verify: a FIFO, device or socket in the folder is
+refused before any file is read (reading a FIFO blocks for ever), and every JSON file
+of the bag is parsed by :func:`read_bag_json`, with the nesting bound of
+:mod:`cockpit.safe_json` (a 100k-deep ``manifest.json`` is a named failure). Paths
 it names are followed only to files of the bag (no symbolic link, nothing outside);
 its ``reload.json`` commands and ``allow_unsafe_pickle`` flags are reported as refused,
 and the artifacts are reloaded by the built-in worker with ``weights_only`` instead;
@@ -27,10 +31,10 @@ paths); this module runs them in order and holds the report.
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,10 @@ from cockpit.export.rebuild_check import REBUILD_TIMEOUT_S, environment_check, r
 from cockpit.export.temp_paths import no_temp_paths
 from cockpit.printable import printable
 from cockpit.runs.reload_check import verify_checkpoint
+from cockpit.safe_json import loads_bounded
+
+# A JSON file of a bag larger than this is not read (the export writes kilobytes).
+JSON_MAX_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -109,10 +117,8 @@ def find_bag(path: Path) -> Path:
         return path
     info = path / "export.json"
     if info.is_file():
-        try:
-            name = json.loads(info.read_text()).get("bag")
-        except (OSError, ValueError, AttributeError):
-            name = None
+        doc, _why = read_bag_json(info)
+        name = doc.get("bag") if isinstance(doc, dict) else None
         if isinstance(name, str) and (path / name / "bagit.txt").is_file():
             return path / name
     inner = [p for p in path.iterdir() if (p / "bagit.txt").is_file()] if path.is_dir() else []
@@ -134,13 +140,19 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
     bag's (the export's own verification)."""
     bag = find_bag(Path(bag_dir).resolve())
     report = VerifyExportReport(str(bag), reload_checked=reload)
+    special = special_files(bag)
+    if special:
+        # Nothing else is read: opening a FIFO blocks, a device may never end.
+        report.checks.append(Check("bag valid", False, tuple(special)))
+        report.reload_checked = False
+        return report
     data = bag / "data"
-    manifest = _load_json(data / "manifest.json")
-    reload_doc = _load_json(data / "reload.json")
+    manifest, manifest_why = read_bag_json(data / "manifest.json")
+    reload_doc, reload_why = read_bag_json(data / "reload.json")
     report.checks.append(bag_valid(bag))
     if not isinstance(manifest, dict):
-        report.checks.append(Check("runs accounted for", False,
-                                   ("data/manifest.json is missing or unreadable",)))
+        report.checks.append(Check("runs accounted for", False, (
+            f"data/manifest.json {manifest_why or 'is not a JSON object'}",)))
         manifest = {}
     else:
         report.checks.append(runs_accounted(bag, manifest))
@@ -151,8 +163,12 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
     entries = reload_doc.get("artifacts", []) if isinstance(reload_doc, dict) else []
     entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
     report.checks.append(adapters_pinned(manifest, entries))
-    report.checks.append(artifacts_reload(bag, manifest, entries, reload, verifier,
-                                          trust_commands=trust_commands, trusted=trusted))
+    reloads = artifacts_reload(bag, manifest, entries, reload, verifier,
+                               trust_commands=trust_commands, trusted=trusted)
+    if reload_why and (data / "reload.json").exists():
+        reloads = replace(reloads, ok=False, failures=(
+            f"data/reload.json {reload_why}",) + reloads.failures)
+    report.checks.append(reloads)
     report.checks.append(environment_check(bag))
     if rebuild:
         report.checks.append(rebuild_check(bag, manifest, entries, report.checks[0].ok,
@@ -160,8 +176,59 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
     return report
 
 
-def _load_json(path: Path) -> Any:
+def read_bag_json(path: Path) -> tuple[Any, str | None]:
+    """(the parsed JSON, None) or (None, why not, in words): a file of a bag is read with
+    a size and nesting bound, never into a RecursionError."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+        # Never through a link, never blocking on a FIFO: a regular file or nothing.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, "is missing"
+    except OSError as exc:
+        return None, f"cannot be read: {exc.strerror or exc}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "is not a regular file: not read"
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(JSON_MAX_BYTES + 1)
+    except OSError as exc:
+        return None, f"cannot be read: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    if len(raw) > JSON_MAX_BYTES:
+        return None, f"is larger than {JSON_MAX_BYTES >> 20} MiB: not read"
+    try:
+        return loads_bounded(raw.decode("utf-8")), None
+    except RecursionError:  # pragma: no cover - the bound comes first
+        return None, "is nested too deeply: not read"
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, f"is not valid JSON: {printable(str(exc), 200)}"
+
+
+def special_files(bag: Path, limit: int = 20) -> list[str]:
+    """Entries of the bag folder that are neither files nor folders, nor links to one
+    (bag valid names links): FIFOs, sockets, devices, links to them. None is opened."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(bag, followlinks=False):
+        for entry in (*dirnames, *filenames):
+            path = Path(dirpath) / entry
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            link = stat.S_ISLNK(mode)
+            if link:
+                try:
+                    mode = os.stat(path).st_mode  # what it points at (stat never blocks)
+                except OSError:
+                    continue  # a dangling link: bag valid names it
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                continue
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) \
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special"
+            kind = f"a symbolic link to {kind}" if link else kind
+            found.append(f"{printable(path.relative_to(bag).as_posix(), 200)} is {kind}: an "
+                         "export holds files and folders only; nothing was read")
+            if len(found) >= limit:
+                return found
+    return found

@@ -183,6 +183,7 @@ def launch(campaign: Campaign, stage: Stage, now: datetime,
         raise ValueError(f"stage {stage.id!r} has no command")
     base = launch_base(campaign, stage.id, now)
     base.parent.mkdir(parents=True, exist_ok=True)
+    _space_for_launch(base.parent)
     exit_file = Path(f"{base}.exit")
     env = dict(os.environ)
     env.update(stage.env)
@@ -222,6 +223,43 @@ def launch(campaign: Campaign, stage: Stage, now: datetime,
         create_time = 0.0
     return Launched(proc.pid, proc.pid, create_time, command, f"{base}.out", f"{base}.err",
                     str(exit_file), report, marker)
+
+
+# Below this much free space the run's output and its exit file cannot be written: a
+# launch then would die unexplained ("killed?"); it is refused with the reason instead.
+LAUNCH_MIN_FREE_BYTES = 1 << 20
+
+
+def _space_for_launch(logs: Path) -> None:
+    """OSError(ENOSPC) naming ``logs`` when there is no room for a run's logs there."""
+    import errno
+
+    try:
+        st = os.statvfs(logs)
+    except OSError:
+        return  # cannot tell: the opens below say what is wrong
+    free = st.f_bavail * st.f_frsize
+    if free < LAUNCH_MIN_FREE_BYTES:
+        raise OSError(errno.ENOSPC, f"no space left on the device for the run's output and "
+                      f"exit file ({free:,} bytes free, {LAUNCH_MIN_FREE_BYTES:,} needed)",
+                      str(logs))
+
+
+def no_space_note(exit_file: str | None) -> str | None:
+    """Why a run may have ended without its exit code: the folder of its exit file is
+    (nearly) full, so the wrapper could not write it. None when there is room."""
+    if not exit_file:
+        return None
+    folder = os.path.dirname(exit_file)
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free >= LAUNCH_MIN_FREE_BYTES:
+        return None
+    return (f"no space left on the device: {folder} has {free:,} bytes free, so its exit "
+            "file could not be written (ENOSPC)")
 
 
 # Popen objects of processes this interpreter started: polled so they never linger as zombies.
