@@ -82,18 +82,23 @@ def test_save_state_on_a_full_disk_says_no_space_and_keeps_the_old_file(tiny_fs:
     assert [p.name for p in tiny_fs.iterdir()] == ["ckpt.pt"]  # no temp file left
 
 
+def fill(mount: Path) -> None:
+    """Write a filler file into ``mount`` until its file system is full."""
+    fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass  # full
+    finally:
+        os.close(fd)
+
+
 @pytest.fixture
 def full_fs(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB tmpfs, filled to the last byte."""
     with mounted_tmpfs(tmp_path, "256k") as mount:
-        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            while os.write(fd, b"\0" * 4096):
-                pass
-        except OSError:
-            pass  # full
-        finally:
-            os.close(fd)
+        fill(mount)
         yield mount
 
 

@@ -20,7 +20,7 @@ import pytest
 from cockpit.statuslog import RotatingFile, write_atomic
 from tests.campaigns import FINITE, step_command, write_campaign
 from tests.conftest import run_cockpit
-from tests.test_disk_full import mounted_tmpfs
+from tests.test_disk_full import fill, mounted_tmpfs
 
 
 def _campaign(folder: Path) -> Path:
@@ -86,14 +86,7 @@ def full_disk_at(tmp_path: Path, target: Path) -> Iterator[None]:
     """A full 256 KiB tmpfs bind-mounted on ``target`` (a folder of the campaign)."""
     target.mkdir(parents=True, exist_ok=True)
     with mounted_tmpfs(tmp_path, "256k") as mount:
-        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            while os.write(fd, b"\0" * 4096):
-                pass
-        except OSError:
-            pass  # full
-        finally:
-            os.close(fd)
+        fill(mount)
         if subprocess.run(["mount", "--bind", str(mount), str(target)],
                           capture_output=True).returncode != 0:
             pytest.skip("cannot bind-mount here")

@@ -42,10 +42,19 @@ from cockpit.cli.campaign_cmds import (
     cmd_tui,
 )
 from cockpit.cli.closing import add_close_commands
-from cockpit.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, Handler
+from cockpit.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_REFUSED,
+    Handler,
+    number_between,
+)
 from cockpit.errors import InputError
 from cockpit.printable import printable_block
 from cockpit.units import parse_duration
+
+_positive_seconds = number_between(float, 0, 86400, "a number of seconds")
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "build_parser", "main"]
 
@@ -227,15 +236,6 @@ FLEET_ACTIONS = ("start", "stop", "mark", "decide", "accept", "reject", "note", 
 MACHINE_COMMANDS = ("status", "headless", "tui", "verify", "start", "mark", "stop", "decide",
                     "accept", "reject", "note", "cost", "budget", "export", "next")
 
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < value < 86400:
-        raise argparse.ArgumentTypeError(f"interval must be between 0 and 86400 s: {text!r}")
-    return value
 
 
 def _simulate(p: argparse.ArgumentParser) -> None:

@@ -139,9 +139,17 @@ def _fleet_action(args: argparse.Namespace) -> int:
 def need_terminal(args: argparse.Namespace, instead: str) -> None:
     """The screen needs a terminal: without one (a pipe, a file, cron, systemd) it would
     write screen escapes into the output for ever; say what to run instead (exit 2).
-    ``cockpit demo`` decides by itself and is not checked here."""
+    ``cockpit demo`` decides by itself and is not checked here. Bad input is named first
+    (the campaign file, the theme): its located message says more than "no terminal"."""
+    from cockpit.campaign import load_campaign
     from cockpit.errors import InputError
+    from cockpit.tui.themes import ThemeMissing, resolve
 
+    load_campaign(args.file)
+    try:
+        resolve(getattr(args, "theme", None))
+    except ThemeMissing as exc:
+        raise InputError(f"cockpit: {exc}") from None
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         raise InputError(f"cockpit {args.command}: the cockpit's screen needs a terminal "
                          "(standard input and output are not one); without a screen run "

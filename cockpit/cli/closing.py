@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cockpit.cli.common import number_between
 from cockpit.errors import InputError
 from cockpit.printable import printable, printable_block
 
@@ -79,14 +80,15 @@ def add_close_commands(sub: Any) -> None:
                    help="time limit of each rebuild (default 300)")
     from cockpit.export.tar_verify import DEFAULT_LIMITS, GIB
 
-    p.add_argument("--max-members", type=_positive_int, default=DEFAULT_LIMITS.max_members,
+    p.add_argument("--max-members", type=number_between(int, 0, 1e9, "a whole number"),
+                   default=DEFAULT_LIMITS.max_members,
                    metavar="N", help="a tar: at most N members "
                                      f"(default {DEFAULT_LIMITS.max_members:,})")
-    p.add_argument("--max-total-gib", type=_positive_float,
+    p.add_argument("--max-total-gib", type=number_between(float, 0, 1e9, "a number"),
                    default=DEFAULT_LIMITS.max_total_bytes / GIB, metavar="GIB",
                    help="a tar: at most this many GiB declared in all (default "
                         f"{DEFAULT_LIMITS.max_total_bytes // GIB})")
-    p.add_argument("--max-file-gib", type=_positive_float,
+    p.add_argument("--max-file-gib", type=number_between(float, 0, 1e9, "a number"),
                    default=DEFAULT_LIMITS.max_file_bytes / GIB, metavar="GIB",
                    help="a tar: at most this many GiB for one file (default "
                         f"{DEFAULT_LIMITS.max_file_bytes // GIB})")
@@ -97,26 +99,6 @@ def add_close_commands(sub: Any) -> None:
     p.add_argument("--out", default=None, metavar="NEW.yaml",
                    help="where to write it (default: FILE's name with .next.yaml, beside it)")
     p.set_defaults(handler=cmd_next)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < 1e9:
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-    return value
 
 
 def _load(file: str, *, as_decided: bool = False) -> History:

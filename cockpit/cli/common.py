@@ -21,6 +21,23 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in the cockpit, never a verdict on the 
 Handler = Callable[[argparse.Namespace], int]
 
 
+def number_between(convert: Callable[[str], float], low: float, high: float,
+                   what: str) -> Callable[[str], float]:
+    """An argparse type: ``convert(text)`` strictly between ``low`` and ``high`` (argparse
+    turns its error into one usage line and exit 2)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not low < value < high:
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g}: {text!r}")
+        return value
+
+    return parse
+
+
 def acting(handler: Handler) -> Handler:
     """Actions refused for a reason (not bad input) print it and exit 1."""
 
