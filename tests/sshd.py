@@ -123,3 +123,21 @@ def skip_reason() -> str | None:
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
             return f"no {tool}"
     return None
+
+
+def started_or_skip(keys: Keys, *names: str) -> list[Sshd]:
+    """One started sshd per name, or the test skipped saying why (none left running)."""
+    import pytest
+
+    why = skip_reason()
+    if why:
+        pytest.skip(why)
+    servers = [Sshd(keys, name) for name in names]
+    try:
+        for server in servers:
+            server.start()
+    except (RuntimeError, OSError) as exc:
+        for server in servers:
+            server.kill()
+        pytest.skip(f"sshd cannot be started here: {exc}")
+    return servers

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -33,6 +33,7 @@ from cockpit.campaign import load_campaign
 from cockpit.journal import parse_time
 from cockpit.runs.supervisor import stage_marker_prefix
 from tests.campaigns import FINITE, step_command, write_campaign
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -110,15 +111,6 @@ def events(path: Path) -> list[dict[str, Any]]:
             continue  # a torn line (a cockpit killed mid-write)
     return out
 
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def of_kind(path: Path, *kinds: str) -> list[dict[str, Any]]:

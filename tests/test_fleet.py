@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.campaigns import step_command, write_campaign
-from tests.sshd import Keys, Sshd, skip_reason
+from tests.sshd import Keys, skip_reason, started_or_skip
 
 PY = sys.executable
 
@@ -46,14 +46,7 @@ def fleet(tmp_path: Path) -> Iterator[dict[str, Any]]:
     if why:
         pytest.skip(why)
     keys = Keys(tmp_path / "keys")
-    servers = [Sshd(keys, "m1"), Sshd(keys, "m2")]
-    try:
-        for server in servers:
-            server.start()
-    except (RuntimeError, OSError) as exc:
-        for server in servers:
-            server.kill()
-        pytest.skip(f"sshd cannot be started here: {exc}")
+    servers = started_or_skip(keys, "m1", "m2")
     folders = [tmp_path / "m1", tmp_path / "m2", tmp_path / "laptop"]
     machines = {str(n): {"ssh": "127.0.0.1", "port": servers[n - 1].port,
                          "path": str(folders[n - 1]), "ssh_config": str(keys.config),

@@ -29,7 +29,7 @@ import psutil
 import pytest
 
 from tests.campaigns import step_command, write_campaign
-from tests.sshd import Keys, Sshd, skip_reason
+from tests.sshd import Keys, skip_reason, started_or_skip
 from tests.test_fleet import cockpit, finished, headless, journal, last_status, wait_for
 
 PY = sys.executable
@@ -73,14 +73,7 @@ def fleet() -> Iterator[dict[str, Any]]:
     # export whose files point into a temporary folder does not verify.
     tmp_path = Path(tempfile.mkdtemp(prefix="cockpit-trust-", dir=Path.home()))
     keys = Keys(tmp_path / "keys")
-    servers = [Sshd(keys, "m1"), Sshd(keys, "m2")]
-    try:
-        for server in servers:
-            server.start()
-    except (RuntimeError, OSError) as exc:
-        for server in servers:
-            server.kill()
-        pytest.skip(f"sshd cannot be started here: {exc}")
+    servers = started_or_skip(keys, "m1", "m2")
     folders = [tmp_path / "m1", tmp_path / "m2"]
     machines = {str(n): {"ssh": "127.0.0.1", "port": servers[n - 1].port,
                          "path": str(folders[n - 1]), "ssh_config": str(keys.config),

@@ -31,7 +31,7 @@ from cockpit.journal import Journal, JournalError, JournalProblem
 from cockpit.runs import supervisor as sup_mod
 from cockpit.runs.supervisor import Launched, find_marked, launch_marker, stage_marker_prefix
 from tests.campaigns import FINITE, step_command, write_campaign
-from tests.conftest import run_cockpit
+from tests.conftest import run_cockpit, wait_for
 from tests.test_engine_guards import FakeClock, FakeSupervisor, kinds, make
 
 
@@ -58,15 +58,6 @@ def kill_groups(pgids: set[int]) -> None:
         except ProcessLookupError:
             pass
 
-
-def wait_for(predicate: Any, timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached in {timeout} s")
 
 
 class _FailingTxn:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 from tests.campaigns import FINITE, step_command, write_campaign
+from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
               pytest.mark.slow]
@@ -38,15 +39,6 @@ IDLE_BYTES_BOUND = 8_000
 def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
 
-
-def wait_for(cond: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def journal(path: Path) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ import tarfile
 import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import psutil
 import pytest
 
 from tests.campaigns import write_campaign
+from tests.conftest import wait_for
 from tests.test_fleet import fleet  # noqa: F401 - the two real sshd on loopback (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,15 +101,6 @@ def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([PY, "-m", "cockpit", *args], capture_output=True, env=env,
                           timeout=120, check=False)
 
-
-def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def journal_kinds(path: Path) -> list[str]:
