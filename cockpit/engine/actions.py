@@ -21,10 +21,12 @@ from typing import Any
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.engine.core import params_hash
 from cockpit.engine.ports import JournalView
+from cockpit.engine.readiness import restart_refusal
 from cockpit.engine.records import Recording
 from cockpit.env_record import record_environment
 from cockpit.errors import ActionRefused, InputError
 from cockpit.journal import JournalError
+from cockpit.printable import printable
 from cockpit.runs.checkpoint_verifier import (
     checkpoint_step,
     choose_checkpoint,
@@ -103,6 +105,9 @@ class Acting(Recording):
                 return []
             if st.state in (DROPPED, SKIPPED):
                 raise ActionRefused(f"stage {stage_id!r} was {st.state}")
+            refusal = restart_refusal(state, stage)
+            if refusal and not force:
+                raise ActionRefused(printable(refusal))
             waits_for = self.unmet_after(state, stage)
             if waits_for and not force:
                 raise ActionRefused(f"stage {stage_id!r} waits for {', '.join(waits_for)}; "

@@ -34,6 +34,7 @@ from cockpit.runs.checkpoint_verifier import (
     scanner_for,
 )
 from cockpit.runs.checkpoints import CheckpointScanner
+from cockpit.runs.exit_reason import failure_reason
 from cockpit.runs.metric_tail import seed_from_tail
 from cockpit.runs.metrics import MetricStream
 from cockpit.runs.supervisor import no_space_note, stage_gpus
@@ -82,8 +83,10 @@ class Observing(EngineCore):
                 outcome = STOPPED if stopped else (DONE if code == 0 else FAILED)
                 reason = None
                 if outcome == FAILED:
-                    reason = (f"exit code {code}" if code is not None
-                              else "process vanished without an exit code (killed?)")
+                    # Read once, here: the exit in words and the last line of its stderr,
+                    # journaled so every face and REPORT.md say the same (not per tick).
+                    reason = (failure_reason(code, info.get("signal"), st.exit_file)
+                              or "process vanished without an exit code (killed?)")
                     if code is None and st.marker and not info:
                         reason = ("its wrapper and every process of its group are gone, "
                                   "without an exit code (killed?)")

@@ -66,3 +66,17 @@ def gpu_conflict(campaign: Campaign, state: CampaignState, stage: Stage) -> str 
         if mine & set(stage_gpus(other, gpus)):
             return other.id
     return None
+
+
+def restart_refusal(state: CampaignState, stage: Stage) -> str | None:
+    """Why starting ``stage`` again needs ``--force`` (D15): its run was stopped by a rule.
+
+    A rule stopped it for a reason fixed before the run; a silent restart would hide that
+    stop. None: nothing to say (never run, failed, stopped by a person)."""
+    if not stage.run:
+        return None
+    run = state.runs.get(stage.run)
+    if run is None or run.state != STOPPED or run.stop is None or run.stop.rule == "manual":
+        return None
+    return (f"stage {stage.id!r}: its run {stage.run!r} was stopped by rule {run.stop.rule!r} "
+            f"({run.stop.reason}); a restart needs --force (D15)")
