@@ -305,21 +305,27 @@ async def _flood(tmp_path: Path) -> None:
         screen = screens.LogScreen("r1", "train", out, err)
         await app.push_screen(screen)
         await pilot.pause()
-        slowest = 0.0
+        counted: list[tuple[int, int]] = []  # (bytes taken, lines given) per refresh
+        follower = screen.followers[0]
+        read = follower.read
+
+        def measured() -> list[str]:
+            before = follower.offset or 0
+            lines = read()
+            counted.append(((follower.offset or 0) - before, len(lines)))
+            return lines
+
+        follower.read = measured  # type: ignore[method-assign]
         for second in range(3):
             with open(out, "ab") as handle:
                 for i in range(8):
                     handle.write(f"{second}.{i} ".encode() + OSC0.encode() + b"x" * 1_000_000
                                  + b"\n")
-            began = time.perf_counter()
             screen.follow()
-            slowest = max(slowest, time.perf_counter() - began)
             await pilot.pause()
         with open(out, "ab") as handle:  # then a flood of short lines: 1.4 MB, 100k lines
             handle.write(f"{CLEAR}short\n".encode() * 100_000)
-        began = time.perf_counter()
         screen.follow()
-        slowest = max(slowest, time.perf_counter() - began)
         await pilot.pause()
         with open(out, "ab") as handle:
             handle.write(f"last {OSC52}{RLO}\r\n".encode())
@@ -330,7 +336,10 @@ async def _flood(tmp_path: Path) -> None:
     kept = sum(len(text) for text in texts)
     # 24 MB written: at most a few hundred KB read per refresh, 2,000 characters a line.
     assert kept < 200_000, f"{kept} characters kept"
-    assert slowest < 0.5, f"a refresh took {slowest:.2f} s"
+    # Each refresh gives at most REFRESH_LINES lines (+2 notes of what was skipped); how
+    # fast a refresh is, is measured in bench/log_view_bench.py, not here.
+    assert len(counted) == 5 and counted[0][0] > screens.READ_BYTES, counted  # skipped, said
+    assert all(lines <= screens.REFRESH_LINES + 2 for _, lines in counted), counted
     assert texts[-1].startswith("last \\x1b]52;c;UFdORUQ=\\x07\\u202e"), texts[-1][:80]
     assert not any("\x1b" in text or RLO in text for text in texts)
 
