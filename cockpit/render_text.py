@@ -45,7 +45,7 @@ def pilot_ratio_text(snap: Snapshot) -> str | None:
     """D13: the pilot's measured / planned time, and that it scales the forecast."""
     ratio = snap.window.pilot_ratio
     if ratio is None:
-        return None
+        return snap.window.pilot_note
     how = "longer" if ratio > 1 else "shorter"
     return (f"pilot took ×{ratio:.2f} its planned time ({abs(ratio - 1) * 100:.0f}% {how}): "
             "the forecast scales the GPU stages still to run by it (D13)")

@@ -29,6 +29,7 @@ class WindowView:
     retrieval_deadline: datetime
     options: tuple[str, ...] = ()
     pilot_ratio: float | None = None
+    pilot_note: str | None = None  # "pilot measured nothing: ..." (D13)
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         "forecast": {
             "end": json_time(w.forecast_end), "slack_s": round(w.forecast_slack_s, 1),
             "verdict": w.verdict, "fits": w.forecast_slack_s >= 0, "options": list(w.options),
-            "pilot_ratio": w.pilot_ratio,
+            "pilot_ratio": w.pilot_ratio, "pilot_note": w.pilot_note,
         },
         "stages": [
             {

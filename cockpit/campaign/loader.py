@@ -16,7 +16,15 @@ from typing import Any
 
 from cockpit.campaign.catalog import BUILTIN_OFFERS
 from cockpit.campaign.checker import NAME_ID, Checker, kind_of
-from cockpit.campaign.model import CATEGORIES, Campaign, Offer, Package, Resource, Stage
+from cockpit.campaign.model import (
+    CATEGORIES,
+    Campaign,
+    Offer,
+    Package,
+    Resource,
+    Stage,
+    with_pilot_roles,
+)
 from cockpit.campaign.sections_close import (
     check_conclusion,
     read_conclusion,
@@ -292,7 +300,7 @@ def _stages(check: Checker, value: Any, package: Package | None, folder: Path) -
             line=check.loc.where(path)[0],
         ))
     _check_after(check, stages, value)
-    return stages
+    return with_pilot_roles(stages)  # D21: the pilot by position, before the runs read it
 
 
 def _command(check: Checker, entry: dict[str, Any], path: KeyPath) -> tuple[Any, bool]:

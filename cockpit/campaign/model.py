@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal, TypeAlias
@@ -132,6 +132,42 @@ class Stage:
             if any(name in ids for name in names):
                 return role
         return None
+
+
+def pilots_by_position(stages: Iterable[Stage]) -> set[str]:
+    """D21: the pilot is the stage before the decision point, whatever its id.
+
+    The decision point comes when a ``decision_point: true`` stage has ended; the work
+    that ended there is that stage when it measures (it has a run or uses a GPU), or else
+    (a human "decide" stage) the measuring stages it comes ``after``. Plain names no
+    longer decide: a decision stage called ``smoke`` is the pilot as much as ``pilot``.
+    """
+    order = list(stages)
+    by_id = {s.id: s for s in order}
+
+    def measures(stage: Stage) -> bool:
+        return stage.run is not None or stage.uses_gpu
+
+    found: set[str] = set()
+    for stage in order:
+        if not stage.decision_point:
+            continue
+        if measures(stage):
+            found.add(stage.id)
+        else:
+            found |= {d for d in stage.after if d in by_id and measures(by_id[d])}
+    return found
+
+
+def with_pilot_roles(stages: Iterable[Stage]) -> list[Stage]:
+    """The stages with ``role: pilot`` given to the pilot by position (D21), unless its
+    ``role:`` key or its id names another role (a control run as the decision point
+    stays a control and its result counts)."""
+    order = list(stages)
+    pilots = pilots_by_position(order)
+    return [replace(s, role="pilot") if s.id in pilots and s.effective_role is None else s
+            for s in order]
+
 
 
 RUN_KINDS = ("train", "inference", "adapter")

@@ -101,7 +101,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         start=pkg.start, end=pkg.end, remaining_s=(pkg.end - now).total_seconds(),
         used_pct=used, forecast_end=fc.end, forecast_slack_s=fc.slack_s,
         verdict=fc.verdict, retrieval_deadline=deadline,
-        options=tuple(o.describe() for o in fc.options), pilot_ratio=fc.pilot_ratio)
+        options=tuple(o.describe() for o in fc.options), pilot_ratio=fc.pilot_ratio,
+        pilot_note=fc.pilot_note)
 
     stages = []
     for stage in campaign.stages:

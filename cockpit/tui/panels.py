@@ -731,7 +731,8 @@ def decision_context(snap: Snapshot, stage_id: str, campaign: Campaign) -> Text:
                if w.forecast_slack_s < 0 else
                f"✓ fits, {tx.hours_text(w.forecast_slack_s)} to spare")
     scaled = (f" with the pilot's ×{w.pilot_ratio:.2f} applied to the GPU stages left"
-              if w.pilot_ratio is not None else " (no pilot ratio yet: plan durations)")
+              if w.pilot_ratio is not None else f" ({w.pilot_note})" if w.pilot_note
+              else " (no pilot ratio yet: plan durations)")
     lines.append(styled([("forecast: ", "bold"), (f"ends {tx.clock(w.forecast_end)}{scaled}: ",
                                                    ""), (verdict, "bold")]))
     return block(lines)
