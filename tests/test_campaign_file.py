@@ -140,8 +140,13 @@ def test_plan_json_figures_and_options() -> None:
     over = json.loads(run_cockpit("plan", str(SAMPLES / "illustrative.yaml"), "--json",
                                   "--overrun", "30h").stdout)
     assert over["reserved_hours"] == 78 and over["exceeds_by_hours"] == 6
-    assert {"kind": "offer", "fits": True, "reserved_hours": 78.0, "offer": "rtx4090-7d",
-            "cost": {"amount": "110", "currency": "USD"}} in over["options"]
+    offer = next(o for o in over["options"] if o["kind"] == "offer")
+    # Before the window: the 7-day package replaces the 3-day one, 110 - 47.14 = 62.86 more.
+    assert {k: offer[k] for k in ("fits", "reserved_hours", "offer", "cost", "adds")} == {
+        "fits": True, "reserved_hours": 78.0, "offer": "rtx4090-7d",
+        "cost": {"amount": "110", "currency": "USD"},
+        "adds": {"amount": "62.86", "currency": "USD"}}
+    assert over["no_option_reason"] is None
 
 
 def test_plan_json_puts_warnings_inside_the_object(tmp_path: Path) -> None:

@@ -59,7 +59,8 @@ def test_no_options_says_so_and_why(tmp_path: Path) -> None:
                        " currency: USD}\n")
     out = run_cockpit("plan", str(path)).stdout
     assert "EXCEEDS" in out and "options (D11)" not in out
-    assert "no option: the catalog has no longer B200 package and every stage is essential" in out
+    assert "nothing fits: the catalog has no longer B200 package; every stage is essential" \
+        in out
     status = run_cockpit("status", str(path)).stdout
     assert "see the options" not in status
 

@@ -211,6 +211,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def plan_json(campaign: Any, plan: Any, warnings: list[str]) -> dict[str, Any]:
+    from cockpit.planning.schedule import no_options_reason
+
     f = plan.figures
     return {
         "campaign": campaign.id,
@@ -241,24 +243,17 @@ def plan_json(campaign: Any, plan: Any, warnings: list[str]) -> dict[str, Any]:
             }
             for s in plan.slots
         ],
-        "options": [_option_json(o) for o in plan.options],
+        "options": [o.as_json() for o in plan.options],
+        # D11: when no option makes the plan fit, why (the options left only help).
+        "no_option_reason": None if f.fits or plan.fitting else
+        no_options_reason(campaign, f.reserved_hours, plan.options),
         "warnings": warnings,
     }
 
 
-def _option_json(option: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": option.kind, "fits": option.fits,
-                           "reserved_hours": option.reserved_hours}
-    if option.kind == "offer":
-        out["offer"] = option.offer
-        out["cost"] = option.cost.as_json() if option.cost else None
-    else:
-        out["drops"] = list(option.drops)
-        out["saves_hours"] = option.saves_hours
-    return out
-
-
 def render_plan(campaign: Any, plan: Any, warnings: list[str]) -> str:
+    from cockpit.planning.schedule import no_options_reason
+
     pkg = campaign.package
     f = plan.figures
     cost = str(plan.cost) if plan.cost else "price unknown"
@@ -290,13 +285,12 @@ def render_plan(campaign: Any, plan: Any, warnings: list[str]) -> str:
     lines.append(f"GPU busy {format_hours(f.gpu_busy_hours)} h · human "
                  f"{format_hours(f.human_hours)} h · durations are the plan's, not a promise "
                  "of the provider (D7)")
+    if not f.fits and not plan.fitting:
+        lines.append(no_options_reason(campaign, f.reserved_hours, plan.options))
     if plan.options:
-        lines.append("options (D11):")
+        lines.append("options (D11):" if plan.fitting else
+                     "what would help, none enough on its own (D11):")
         lines.extend(f"  - {o.describe()}" for o in plan.options)
-    elif not f.fits:
-        from cockpit.planning.schedule import no_options_reason
-
-        lines.append(no_options_reason(campaign))
     for warning in warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)

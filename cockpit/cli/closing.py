@@ -245,7 +245,10 @@ def cmd_next(args: argparse.Namespace) -> int:
                 isinstance(load, (int, float)) and isinstance(ev.get("run"), str):
             restore.setdefault(str(ev["run"]), []).append(float(load))
     costs = MeasuredCosts(save, {run: float(median(v)) for run, v in restore.items()})
-    text = calibrate(decided, state, now, costs)
+    from cockpit.engine.build import reported_progress
+
+    # A stopped stage's time counts only scaled by the share of its steps it reached (D24).
+    text = calibrate(decided, state, now, costs, reported_progress(decided, state))
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:

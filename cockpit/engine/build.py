@@ -86,6 +86,23 @@ def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
     return progress, max_steps
 
 
+def reported_progress(campaign: Campaign, state: CampaignState) -> dict[str, float]:
+    """Fraction done per started stage, read once from its run's files (its latest
+    step / max_steps): for the close (``next``, REPORT.md), where no engine polls."""
+    from cockpit.runs.checkpoint_verifier import run_stream
+    from cockpit.runs.metric_tail import seed_from_tail
+
+    streams: dict[str, MetricStream] = {}
+    for run_id, run in state.runs.items():
+        if run.started_at is None or run_id not in campaign.runs:
+            continue
+        stream = run_stream(campaign, run_id)
+        seed_from_tail(stream, since=run.started_at.timestamp() - 1.0)
+        stream.poll()
+        streams[run_id] = stream
+    return progress_of(campaign, streams)[0]
+
+
 def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                    now: datetime) -> Snapshot:
     pkg = campaign.package
@@ -162,8 +179,9 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                 rules.append(RuleView(rule.id, run_id, rule.kind, "ok", None, rule.action,
                                       rule.metric, value))
 
-    warnings = list(_warnings(campaign, state, obs, fc.verdict,
-                              tuple(o.describe() for o in fc.options)))
+    none_fits = "" if fc.fits or any(o.fits for o in fc.options) else \
+        no_options_reason(campaign, (fc.end - pkg.start).total_seconds() / 3600, fc.options)
+    warnings = list(_warnings(campaign, state, obs, fc.verdict, none_fits))
     warnings.extend(obs.gpu.warnings)
     warnings.extend(obs.telemetry_warnings)
     return Snapshot(
@@ -289,7 +307,8 @@ def typical_interval(view: CheckpointScan) -> float | None:
 
 
 def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
-              verdict: str, options: tuple[str, ...]) -> Iterable[str]:
+              verdict: str, none_fits: str) -> Iterable[str]:
+    """``none_fits``: why no option makes the forecast fit (D11), or empty."""
     if state.plan_changed:
         yield ("the campaign file changed after the plan was decided: planned against "
                "realized is measured against the plan as decided, the journal keeps each "
@@ -305,6 +324,5 @@ def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
             yield m.label
         yield from m.notices
     if verdict == "exceeds":
-        yield ("the forecast exceeds the rental window (D11): see the options" if options
-               else f"the forecast exceeds the rental window (D11): "
-                    f"{no_options_reason(campaign)}")
+        yield (f"the forecast exceeds the rental window (D11): {none_fits}" if none_fits
+               else "the forecast exceeds the rental window (D11): see the options")

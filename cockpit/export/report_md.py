@@ -18,6 +18,7 @@ from typing import Any
 from cockpit.budget import render_budget
 from cockpit.campaign.model import Campaign
 from cockpit.conclusion import Conclusion
+from cockpit.engine.build import reported_progress
 from cockpit.plan_record import decided_campaign, plan_changes
 from cockpit.planning.calibrate import estimates, uncertainties
 from cockpit.planning.schedule import plan_campaign
@@ -121,7 +122,8 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
               "A better estimate to start from (`cockpit next FILE` writes it as a campaign "
               "file):", "", "| stage | planned | next | from |", "|---|---|---|---|"]
     lines += [f"| {e.stage} | {format_duration(e.planned_s)} | {format_duration(e.next_s)} "
-              f"| {e.source} |" for e in estimates(decided, state, now)]
+              f"| {e.source} |" for e in estimates(decided, state, now,
+                                                    reported_progress(decided, state))]
     open_points = uncertainties(decided, state)
     lines += ["", "Open uncertainties:" if open_points else "Open uncertainties: none recorded.",
               *[f"- {_md(point)}" for point in open_points], ""]

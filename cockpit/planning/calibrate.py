@@ -12,16 +12,22 @@ the measured costs.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.campaign.yamlread import parse_yaml
-from cockpit.planning.forecast import pilot_ratio
+from cockpit.planning.forecast import MIN_PILOT_PROGRESS, pilot_measure, pilot_ratio
+from cockpit.printable import printable
 from cockpit.state import DONE, FAILED, STOPPED, CampaignState
-from cockpit.units import format_duration
+from cockpit.units import MAX_DURATION_S, format_duration
+
+# A stage cut short (failed, stopped) under this share of its steps measured nothing
+# about its whole duration: its start-up dominates (the pilot's own rule, D13).
+MIN_MEASURED_PROGRESS = MIN_PILOT_PROGRESS
 
 # The end of a plain scalar inside a block or a flow mapping: a comma, a closing brace
 # or bracket, or a comment.
@@ -33,7 +39,9 @@ class StageEstimate:
     stage: str
     planned_s: float
     next_s: float
-    source: str  # "measured", "pilot ratio x1.35", "as planned", "still running: as planned"
+    # "measured", "stopped at 20% of its steps after 4s: 4s / 0.20", "pilot ratio x1.35",
+    # "as planned", "still running: as planned", "failed after 1s, progress unknown: as planned"
+    source: str
 
 
 @dataclass(frozen=True)
@@ -44,15 +52,21 @@ class MeasuredCosts:
     restore_s: Mapping[str, float]
 
 
-def estimates(decided: Campaign, state: CampaignState, now: datetime) -> list[StageEstimate]:
-    ratio = pilot_ratio(decided, state)
+def estimates(decided: Campaign, state: CampaignState, now: datetime,
+              progress: Mapping[str, float] | None = None) -> list[StageEstimate]:
+    """Each stage's next duration (D13, D24); ``progress``: the fraction of its steps each
+    stage's run reported (step / max_steps)."""
+    progress = progress or {}
+    ratio = pilot_ratio(decided, state, progress)
     out: list[StageEstimate] = []
     for stage in decided.stages:
         st = state.stages.get(stage.id)
-        if st is not None and st.started_at and st.ended_at and st.state in (DONE, FAILED,
-                                                                             STOPPED):
+        if st is not None and st.started_at and st.ended_at and st.state == DONE:
             seconds = max(st.elapsed_s(now), 1.0)
             out.append(StageEstimate(stage.id, stage.seconds, seconds, "measured"))
+        elif st is not None and st.started_at and st.ended_at and st.state in (FAILED,
+                                                                               STOPPED):
+            out.append(_cut_short(stage, st.state, st.elapsed_s(now), progress.get(stage.id)))
         elif st is not None and st.started_at and not st.ended_at:
             out.append(StageEstimate(stage.id, stage.seconds, stage.seconds,
                                      "still running: as planned"))
@@ -61,41 +75,71 @@ def estimates(decided: Campaign, state: CampaignState, now: datetime) -> list[St
                                      f"pilot ratio x{ratio:.2f}"))
         else:
             out.append(StageEstimate(stage.id, stage.seconds, stage.seconds, "as planned"))
-    return out
+    return [replace(e, next_s=min(max(e.next_s, 1.0), MAX_DURATION_S)) for e in out]
+
+
+def _cut_short(stage: Stage, how: str, elapsed_s: float, done: float | None) -> StageEstimate:
+    """A failed or stopped stage's time says how long the whole takes only scaled by the
+    share of its steps it reached; too little progress, or none reported: the plan."""
+    ran = format_duration(max(elapsed_s, 1.0))
+    if done is not None and done >= MIN_MEASURED_PROGRESS:
+        return StageEstimate(stage.id, stage.seconds, elapsed_s / done,
+                             f"{how} at {done:.0%} of its steps after {ran}: "
+                             f"{ran} / {done:.2f}")
+    why = ("progress unknown" if done is None else
+           f"only {done:.0%} of its steps (under {MIN_MEASURED_PROGRESS:.0%})")
+    return StageEstimate(stage.id, stage.seconds, stage.seconds,
+                         f"{how} after {ran}, {why}: as planned")
 
 
 def uncertainties(decided: Campaign, state: CampaignState) -> list[str]:
-    """What the campaign left open, in words."""
+    """What the campaign left open, in words (each a comment line: run-written text is
+    made printable, so a newline in a reason cannot end the comment)."""
     out: list[str] = []
     for run_id, run in state.runs.items():
         if run.stop is not None:
             step = f" at step {run.stop.step}" if run.stop.step is not None else ""
-            out.append(f"run {run_id} was stopped by {run.stop.rule}{step}: {run.stop.reason}")
+            out.append(f"run {run_id} was stopped by {run.stop.rule}{step}: "
+                       f"{printable(run.stop.reason)}")
         elif run.verdict == "rejected":
-            out.append(f"run {run_id} was rejected: {run.verdict_reason or 'no reason'}")
+            out.append(f"run {run_id} was rejected: "
+                       f"{printable(run.verdict_reason or 'no reason')}")
         elif run.state == FAILED:
             out.append(f"run {run_id} failed (exit code {run.exit_code})")
     for fired in state.fired:
+        latest = state.runs.get(fired.run)
         if fired.action != "stop":
-            out.append(f"rule {fired.rule} warned on run {fired.run}: {fired.reason}")
+            out.append(f"rule {fired.rule} warned on run {fired.run}: {printable(fired.reason)}")
+        elif latest is not None and fired.attempt is not None \
+                and fired.attempt != latest.attempt:
+            # D15: a stop of an earlier attempt stays information after a restart.
+            step = f" at step {fired.step}" if fired.step is not None else ""
+            out.append(f"run {fired.run} (an earlier attempt) was stopped by {fired.rule}"
+                       f"{step}: {printable(fired.reason)}")
     for stage_id, st in state.stages.items():
         if st.state in ("skipped", "dropped"):
-            out.append(f"stage {stage_id} was {st.state}: {st.reason or 'no reason recorded'}")
+            out.append(f"stage {stage_id} was {st.state}: "
+                       f"{printable(st.reason or 'no reason recorded')}")
     return out
 
 
 def calibrate(decided: Campaign, state: CampaignState, now: datetime,
-              costs: MeasuredCosts) -> str:
+              costs: MeasuredCosts, progress: Mapping[str, float] | None = None) -> str:
     """The calibrated campaign file's text."""
-    found = estimates(decided, state, now)
+    found = estimates(decided, state, now, progress)
     text = _replace_durations(decided.text, decided.stages, {e.stage: e for e in found})
     head = [f"# Calibrated by `cockpit next` on {now:%Y-%m-%d %H:%M} UTC from campaign "
             f"{decided.id} (plan as decided: sha256 {decided.sha256[:12]}).",
-            "# Durations: measured where the stage ran; the pilot's measured/planned ratio",
-            "# on GPU stages that did not; otherwise as planned. Set package.start (and the",
-            "# campaign id) for the new rental, and copy this file to a new folder before",
-            "# running it: a campaign's journal lives beside its file.",
+            "# Durations: measured where the stage ran to its end; a failed or stopped stage's",
+            "# time divided by the share of its steps it reached (under 10 %, or unknown: as",
+            "# planned); the pilot's measured/planned ratio on GPU stages that did not run",
+            "# (none when the pilot measured nothing); otherwise as planned. Set",
+            "# package.start (and the campaign id) for the new rental, and copy this file",
+            "# to a new folder before running it: a campaign's journal lives beside its file.",
             "#", "# stage durations (planned -> next):"]
+    pilot_note = pilot_measure(decided, state, progress).note
+    if pilot_note:
+        head.insert(-2, f"# {pilot_note}")
     head += [f"#   {e.stage}: {format_duration(e.planned_s)} -> {format_duration(e.next_s)} "
              f"({e.source})" for e in found]
     if costs.save_s or costs.restore_s:
@@ -127,7 +171,7 @@ def _replace_durations(text: str, stages: tuple[Stage, ...],
             if ("stages", i, key) in located.marks:
                 line, col = located.marks[("stages", i, key)]
                 value = (f'"{_duration_words(estimate.next_s)}"' if key == "duration"
-                         else f"{estimate.next_s / 3600:.2f}")
+                         else _hours_words(estimate.next_s))
                 edits.append((line - 1, col - 1, value))
     for line_i, col_i, value in sorted(edits, reverse=True):
         row = lines[line_i]
@@ -142,6 +186,12 @@ def _scalar_end(row: str, start: int) -> int:
         return close + 1 if close > 0 else len(row.rstrip("\n"))
     match = _PLAIN_END.search(row, start)
     return match.start() if match else len(row.rstrip("\n"))
+
+
+def _hours_words(seconds: float) -> str:
+    """Hours rounded *up* to 0.001 h (3.6 s) with a 1 s floor: never ``0.00``, which
+    ``check`` refuses (a stage of seconds was written ``hours: 0.00``)."""
+    return f"{math.ceil(max(seconds, 1.0) / 3.6) / 1000:.3f}".rstrip("0").rstrip(".")
 
 
 def _duration_words(seconds: float) -> str:

@@ -4,7 +4,8 @@ Pure: the plan is never touched. Done stages count as realized, running stages
 from their reported progress (step / max_steps) or elapsed vs planned, the rest as
 planned — GPU stages scaled by the pilot's measured/planned ratio once the pilot is
 done, unless the pilot measured nothing (D13: it failed, was stopped, or ran under
-``MIN_PILOT_PROGRESS`` of its steps). Compared with the window end; when it no longer fits, the D11 options again.
+``MIN_PILOT_PROGRESS`` of its steps). Compared with the window end; when it no longer
+fits, the D11 options again.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from datetime import datetime, timedelta
 
 from cockpit.campaign.model import Campaign
 from cockpit.planning.advice import role_of
-from cockpit.printable import printable
 from cockpit.planning.schedule import Option, Slot, overrun_options, schedule
+from cockpit.printable import printable
 from cockpit.state import DONE, DROPPED, FAILED, PENDING, RUNNING, SKIPPED, CampaignState
 
 # Slack under this share of the window is "tight" (amber), not "fits" (green).
@@ -147,7 +148,8 @@ def forecast(campaign: Campaign, state: CampaignState, now: datetime,
     if slack_h < 0:
         pending = [s.id for s in campaign.stages
                    if state.stages[s.id].state == PENDING and s.id not in dropped]
-        options = overrun_options(campaign, end_h, end_hours, pending)
+        options = overrun_options(campaign, end_h, end_hours, pending,
+                                  elapsed_hours=now_h, dropped=dropped)
     return Forecast(
         end=start + timedelta(hours=end_h),
         window_end=campaign.package.end,

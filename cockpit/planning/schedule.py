@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 from cockpit.campaign.model import Campaign, Offer, Stage
+from cockpit.planning.advice import variant_stages
 from cockpit.units import Money, for_packages, format_hours
 
 ResourceKey = tuple[object, ...]
@@ -48,27 +50,58 @@ class Option:
 
     kind: str  # "offer" | "shorten" | "second-package"
     fits: bool
-    reserved_hours: float
+    reserved_hours: float  # the schedule's own end-to-end hours with this option
     offer: str | None = None
-    cost: Money | None = None
+    cost: Money | None = None  # the package(s) this option rents; None: price unknown
     drops: tuple[str, ...] = ()
     saves_hours: float = 0.0
     moved: tuple[str, ...] = ()  # second-package: the GPU stages that run on the new machine
     packages: int = 1  # how many packages ``cost`` pays for
+    # Once the window has started the package cannot be swapped: a longer one is a new
+    # rental on top of what is spent (``spent``); ``total`` is both together.
+    spent: Money | None = None
+    # What the option adds to the rental as planned (0 to shorten): the measure by which
+    # one option dominates another; None when a price is unknown.
+    adds: Money | None = None
+
+    @property
+    def total(self) -> Money | None:
+        if self.spent is None or self.cost is None:
+            return None
+        return self.spent + self.cost
 
     def describe(self) -> str:
         verdict = "then fits" if self.fits else "still exceeds"
+        then = f"reserved {format_hours(self.reserved_hours)} h, {verdict}"
+        if self.kind == "offer" and self.spent is not None:
+            price = (f"{self.cost} more on top of the {self.spent} already spent: {self.total} "
+                     "in all" if self.cost else "price unknown, on top of the "
+                     f"{self.spent} already spent")
+            return (f"rent {self.offer} as well ({price}; the window has started, so the "
+                    f"package cannot be swapped): the work left on it, {then}")
         if self.kind == "offer":
             price = str(self.cost) if self.cost else "price unknown"
-            return f"take {self.offer} ({price} {for_packages(self.packages)})"
+            return f"take {self.offer} ({price} {for_packages(self.packages)}): {then}"
         if self.kind == "second-package":
             price = f"{self.cost} more" if self.cost else "price unknown"
             return (f"a second {self.offer} package ({price}): run {', '.join(self.moved)} on "
-                    f"it, saves {format_hours(self.saves_hours)} h, {verdict} — only if the "
+                    f"it, saves {format_hours(self.saves_hours)} h ({then}) — only if the "
                     "work splits across machines and your environment allows it; GPUs are "
                     "not pooled (D12)")
         return (f"shorten: drop {', '.join(self.drops)} (saves "
-                f"{format_hours(self.saves_hours)} h, {verdict})")
+                f"{format_hours(self.saves_hours)} h: {then})")
+
+    def as_json(self) -> dict[str, object]:
+        """Every field, whatever the kind (absent ones null or empty), and the text."""
+        def money(m: Money | None) -> dict[str, str] | None:
+            return m.as_json() if m is not None else None
+
+        return {"kind": self.kind, "fits": self.fits, "reserved_hours": self.reserved_hours,
+                "offer": self.offer, "cost": money(self.cost), "packages": self.packages,
+                "spent": money(self.spent), "total": money(self.total),
+                "adds": money(self.adds), "drops": list(self.drops),
+                "saves_hours": self.saves_hours, "moved": list(self.moved),
+                "text": self.describe()}
 
 
 @dataclass(frozen=True)
@@ -77,6 +110,10 @@ class Plan:
     figures: Figures
     options: tuple[Option, ...]
     cost: Money | None
+
+    @property
+    def fitting(self) -> tuple[Option, ...]:
+        return tuple(o for o in self.options if o.fits)
 
 
 def resource_keys(stage: Stage, gpus_per_machine: int) -> list[ResourceKey]:
@@ -191,87 +228,163 @@ def overrun_options(campaign: Campaign, reserved_hours: float,
                     reserved_without: Callable[[set[str]], float],
                     droppable: Iterable[str] | None = None,
                     reserved_moving: Callable[[set[str]], float] | None = None,
+                    *, elapsed_hours: float = 0.0, dropped: Iterable[str] = (),
                     ) -> tuple[Option, ...]:
     """Longer offers of the same GPU that fit, shortened protocols (D11), and a second
     package when independent GPU work could run on it (D12).
 
     ``reserved_without(drops)`` gives the end-to-end hours with those stages dropped;
     ``droppable`` limits which stages may still be dropped (not yet started ones);
-    ``reserved_moving(stages)`` the hours with those stages on a second machine.
-    Every option saves something, none is listed twice, and no option drops more than
-    another one that saves as much.
+    ``reserved_moving(stages)`` the hours with those stages on a second machine;
+    ``elapsed_hours`` how much of the window has gone (over 0: the package is rented and a
+    longer one is an additional rental); ``dropped`` the stages already dropped.
+    Every option saves something, none is listed twice, none drops every variant (the
+    question could no longer be answered), and none is dominated: another option that
+    fits, adds no more money and drops a subset of its stages is never worse.
     """
     offer = campaign.package.offer
+    count = campaign.package.count
+    started = elapsed_hours > 0
+    spent = campaign.package.cost if started else None
     options: list[Option] = []
     for other in sorted(campaign.offers.values(), key=lambda o: (o.days, o.id)):
-        if _same_card(other, offer) and other.days > offer.days \
-                and other.window_hours >= reserved_hours:
-            cost = None if other.price is None else other.price * campaign.package.count
-            options.append(Option("offer", True, reserved_hours, offer=other.id, cost=cost,
-                                  packages=campaign.package.count))
-    options.extend(_shorten_options(campaign, reserved_hours, reserved_without, droppable))
+        if not (_same_card(other, offer) and other.days > offer.days):
+            continue
+        # Started: the new rental runs from now and holds the work left; before the
+        # start, the longer package replaces the planned one.
+        if (elapsed_hours if started else 0.0) + other.window_hours < reserved_hours:
+            continue
+        cost = None if other.price is None else other.price * count
+        adds = cost if started or cost is None or campaign.package.cost is None \
+            else _minus(cost, campaign.package.cost)
+        if spent is None and started:
+            adds = None  # the spent price is unknown: what it adds too
+        options.append(Option("offer", True, _round(reserved_hours), offer=other.id,
+                              cost=cost, packages=count, spent=spent, adds=adds))
+    options.extend(_shorten_options(campaign, reserved_hours, reserved_without, droppable,
+                                    set(dropped)))
     if reserved_moving is not None:
         second = _second_package(campaign, reserved_hours, reserved_moving)
         if second is not None:
             options.append(second)
-    return tuple(options)
+    return tuple(o for i, o in enumerate(options) if not _dominated(i, options))
 
 
-def no_options_reason(campaign: Campaign) -> str:
-    """Why a plan that does not fit has no option (D11), in words."""
+def _minus(a: Money, b: Money) -> Money | None:
+    if a.currency != b.currency:
+        return None
+    return Money(a.amount - b.amount, a.currency)
+
+
+def _no_dearer(a: Money | None, b: Money | None) -> bool:
+    """Whether ``a`` is known to add no more money than ``b``."""
+    return a is not None and b is not None and a.currency == b.currency \
+        and a.amount <= b.amount
+
+
+def _dominated(index: int, options: list[Option]) -> bool:
+    """Another option fits, adds no more and drops a subset of this one's stages (D11):
+    strictly better in one of them, or the same and listed earlier. A second package
+    dominates nothing: it holds only if the work splits across machines (D12)."""
+    me = options[index]
+    for j, other in enumerate(options):
+        if j == index or not other.fits or other.kind == "second-package" \
+                or not _no_dearer(other.adds, me.adds) \
+                or not set(other.drops) <= set(me.drops):
+            continue
+        strictly = (not me.fits or set(other.drops) < set(me.drops)
+                    or not _no_dearer(me.adds, other.adds))
+        if strictly or j < index:
+            return True
+    return False
+
+
+def no_options_reason(campaign: Campaign, reserved_hours: float | None = None,
+                      options: Iterable[Option] = ()) -> str:
+    """Why no option makes the plan fit (D11), in words: "nothing fits: ..."."""
     offer = campaign.package.offer
-    longer = [o for o in campaign.offers.values() if _same_card(o, offer) and o.days > offer.days]
+    longer = sorted((o for o in campaign.offers.values()
+                     if _same_card(o, offer) and o.days > offer.days),
+                    key=lambda o: o.window_hours)
+    if longer:
+        most = longer[-1]
+        held = (f" {format_hours(reserved_hours)} h" if reserved_hours is not None else
+                " the plan")
+        parts = [f"no {offer.gpu} package of the catalog holds{held} (the longest, "
+                 f"{most.id}, holds {format_hours(most.window_hours)} h)"]
+    else:
+        parts = [f"the catalog has no longer {offer.gpu} package"]
+    shorten = [o for o in options if o.kind == "shorten"]
+    second = [o for o in options if o.kind == "second-package"]
     optional = [s for s in campaign.stages if s.category != "essential"]
-    parts = [f"no longer {offer.gpu} package in the catalog holds the plan" if longer else
-             f"the catalog has no longer {offer.gpu} package",
-             "dropping the optional stages saves no time" if optional else
-             "every stage is essential"]
-    return ("no option: " + " and ".join(parts)
+    if shorten:
+        best = max(shorten, key=lambda o: o.saves_hours)
+        parts.append(f"dropping what the question can spare saves at most "
+                     f"{format_hours(best.saves_hours)} h ({', '.join(best.drops)})")
+    elif optional:
+        parts.append("dropping the optional stages saves no time, or would leave the "
+                     "question without a variant")
+    else:
+        parts.append("every stage is essential")
+    if second:
+        parts.append(f"a second package saves {format_hours(second[0].saves_hours)} h")
+    return ("nothing fits: " + "; ".join(parts)
             + "; revise the question or shorten the essential work (D4, D11)")
-
-
-def _saving(reserved_hours: float, shorter: float) -> float:
-    # Rounded as shown: a saving that rounds to 0 h is no saving.
-    return float(format_hours(reserved_hours - shorter))
 
 
 def _shorten_options(campaign: Campaign, reserved_hours: float,
                      reserved_without: Callable[[set[str]], float],
-                     droppable: Iterable[str] | None) -> list[Option]:
+                     droppable: Iterable[str] | None,
+                     dropped: set[str] | None = None) -> list[Option]:
     allowed = None if droppable is None else set(droppable)
     optional = [s.id for s in campaign.stages if s.category in ("exploratory", "useful")
                 and (allowed is None or s.id in allowed)]
     exploratory = [s.id for s in campaign.stages if s.category == "exploratory"
                    and s.id in optional]
     useful = [sid for sid in optional if sid not in exploratory]
+    # The question needs one variant left to compare (D1, D11): never drop them all.
+    variants = {s.id for s in variant_stages(campaign)} - (dropped or set())
     # Exploratory work goes first (D3); useful work only after all exploratory work.
     candidates = [{sid} for sid in exploratory] + [set(exploratory)]
     candidates += [set(exploratory) | {sid} for sid in useful] + [set(optional)]
     window = campaign.package.offer.window_hours
-    found: dict[tuple[str, ...], float] = {}
+    found: dict[tuple[str, ...], float] = {}  # drops -> the schedule's hours without them
     for drops in candidates:
-        if not drops:
+        if not drops or (variants and variants <= drops):
             continue
-        saves = _saving(reserved_hours, reserved_without(drops))
-        if saves <= 0:
+        shorter = reserved_without(drops)
+        if _saving(reserved_hours, shorter) <= 0:
             continue
         # Keep only the stages whose drop matters: "notes, variant-x" saves what
         # "variant-x" alone saves when notes runs beside the GPU work.
         for sid in sorted(drops):
             rest = drops - {sid}
-            if rest and _saving(reserved_hours, reserved_without(rest)) >= saves:
-                drops = rest
-        key = tuple(s.id for s in campaign.stages if s.id in drops)
-        found[key] = saves
-    kept = [key for key, saves in found.items()
-            if not any(set(other) < set(key) and found[other] >= saves for other in found)]
+            if rest:
+                without = reserved_without(rest)
+                if without <= shorter + 1e-9:
+                    drops, shorter = rest, without
+        found[tuple(s.id for s in campaign.stages if s.id in drops)] = shorter
+    kept = [key for key, hours in found.items()
+            if not any(set(other) < set(key) and found[other] <= hours for other in found)]
     options = []
-    for key in sorted(kept, key=lambda k: (reserved_hours - found[k] > window, len(k),
-                                           -found[k])):
-        shorter = reserved_hours - found[key]
+    for key in sorted(kept, key=lambda k: (found[k] > window, len(k), found[k])):
+        shorter = found[key]
         options.append(Option("shorten", shorter <= window, _round(shorter), drops=key,
-                              saves_hours=found[key]))
+                              saves_hours=_round(reserved_hours - shorter),
+                              adds=_nothing(campaign)))
     return options[:4]
+
+
+def _saving(reserved_hours: float, shorter: float) -> float:
+    # Rounded as shown: a saving that rounds to 0 h is no saving (the option itself
+    # carries the schedule's exact figures).
+    return float(format_hours(reserved_hours - shorter))
+
+
+def _nothing(campaign: Campaign) -> Money:
+    """Zero in the package's currency: what shortening adds to the rental."""
+    price = campaign.package.offer.price
+    return Money(Decimal(0), price.currency if price is not None else "USD")
 
 
 def _second_package(campaign: Campaign, reserved_hours: float,
@@ -287,13 +400,12 @@ def _second_package(campaign: Campaign, reserved_hours: float,
         if trial < best - 1e-9:
             moved.add(sid)
             best = trial
-    saves = _saving(reserved_hours, best)
-    if not moved or saves <= 0:
+    if not moved or _saving(reserved_hours, best) <= 0:
         return None
     offer = campaign.package.offer
     return Option("second-package", best <= offer.window_hours, _round(best), offer=offer.id,
-                  cost=offer.price, saves_hours=saves,
-                  moved=tuple(s for s in gpu_stages if s in moved))
+                  cost=offer.price, saves_hours=_round(reserved_hours - best),
+                  moved=tuple(s for s in gpu_stages if s in moved), adds=offer.price)
 
 
 def _same_card(a: Offer, b: Offer) -> bool:
@@ -302,6 +414,9 @@ def _same_card(a: Offer, b: Offer) -> bool:
 
 def plan_campaign(campaign: Campaign, overrun_hours: float = 0.0,
                   dropped: Iterable[str] = ()) -> Plan:
+    """The plan as ordered: scheduled from the window's start, before it (so a longer
+    package would replace the planned one; during the window the forecast prices it as
+    an additional rental)."""
     offer = campaign.package.offer
     slots = schedule(campaign.stages, offer.gpus, dropped=dropped)
     figs = figures(slots, offer.window_hours, overrun_hours)
@@ -319,7 +434,7 @@ def plan_campaign(campaign: Campaign, overrun_hours: float = 0.0,
     droppable = [s.id for s in campaign.stages if s.id not in base]
     options = () if figs.fits else overrun_options(campaign, figs.reserved_hours,
                                                    reserved_without, droppable,
-                                                   reserved_moving)
+                                                   reserved_moving, dropped=base)
     return Plan(slots, figs, options, campaign.package.cost)
 
 
