@@ -290,3 +290,15 @@ def test_d11_two_hours_before_the_end_a_longer_package_is_an_additional_rental(
     text = offers[0].describe()
     assert "110 USD more on top of the 47.14 USD already spent: 157.14 USD in all" in text
     assert not text.startswith("take ")
+
+
+def test_the_readmes_overrun_example_is_the_commands_own_output() -> None:
+    """The README's `plan --overrun 30h` lines after its "..." are printed word for word
+    (it went stale once: it still listed the dominated 30-day package)."""
+    readme = (SAMPLES.parent / "README.md").read_text().splitlines()
+    at = readme.index("$ cockpit plan sample_campaigns/illustrative.yaml --overrun 30h")
+    shown = readme[at + 2:readme.index("```", at)]  # after the "..." line
+    out = run_cockpit("plan", str(SAMPLES / "illustrative.yaml"), "--overrun", "30h").stdout
+    real = out.splitlines()
+    start = real.index(shown[0])
+    assert real[start:start + len(shown)] == shown
