@@ -48,6 +48,11 @@ def test_init_writes_a_campaign_that_checks_ok_without_warning(tmp_path):
     assert "warning" not in check.stderr.lower(), check.stderr
     plan = run_cockpit("plan", str(folder / "campaign.yaml"))
     assert plan.returncode == 0 and "fits" in plan.stdout, plan.stdout + plan.stderr
+    # `next` with no run yet: the plan as it stands, a file `check` reads (D24).
+    made = run_cockpit("next", str(folder / "campaign.yaml"), "--out", str(tmp_path / "n.yaml"))
+    assert made.returncode == 0, made.stderr
+    again = run_cockpit("check", str(tmp_path / "n.yaml"))
+    assert again.returncode == 0, again.stdout + again.stderr
 
 
 def test_init_fills_in_the_offer_and_start(tmp_path):
@@ -129,3 +134,8 @@ def test_the_template_runs_end_to_end(tmp_path):
     assert done and done[-1]["verified"] is True, done
     verify = run_cockpit("verify-export", done[-1]["path"], timeout=300)
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+    # `next` after the runs: measured durations of seconds, a file `check` reads (D24).
+    made = run_cockpit("next", file, "--out", str(tmp_path / "next.yaml"))
+    assert made.returncode == 0, made.stderr
+    checked = run_cockpit("check", str(tmp_path / "next.yaml"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
