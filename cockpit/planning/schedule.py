@@ -78,7 +78,9 @@ class Option:
                      "in all" if self.cost else "price unknown, on top of the "
                      f"{self.spent} already spent")
             return (f"rent {self.offer} as well ({price}; the window has started, so the "
-                    f"package cannot be swapped): the work left on it, {then}")
+                    f"package cannot be swapped): the work left runs on it, ending "
+                    f"{format_hours(self.reserved_hours)} h after the first window's start, "
+                    f"{verdict}")
         if self.kind == "offer":
             price = str(self.cost) if self.cost else "price unknown"
             return f"take {self.offer} ({price} {for_packages(self.packages)}): {then}"
