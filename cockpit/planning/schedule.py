@@ -58,7 +58,8 @@ class Option:
     moved: tuple[str, ...] = ()  # second-package: the GPU stages that run on the new machine
     packages: int = 1  # how many packages ``cost`` pays for
     # Once the window has started the package cannot be swapped: a longer one is a new
-    # rental on top of what is spent (``spent``); ``total`` is both together.
+    # rental (``additional``) on top of what is spent (``spent``; ``total`` both together).
+    additional: bool = False
     spent: Money | None = None
     # What the option adds to the rental as planned (0 to shorten): the measure by which
     # one option dominates another; None when a price is unknown.
@@ -73,10 +74,12 @@ class Option:
     def describe(self) -> str:
         verdict = "then fits" if self.fits else "still exceeds"
         then = f"reserved {format_hours(self.reserved_hours)} h, {verdict}"
-        if self.kind == "offer" and self.spent is not None:
-            price = (f"{self.cost} more on top of the {self.spent} already spent: {self.total} "
-                     "in all" if self.cost else "price unknown, on top of the "
-                     f"{self.spent} already spent")
+        if self.kind == "offer" and self.additional:
+            more = f"{self.cost} more" if self.cost else "price unknown"
+            spent = (f"the {self.spent} already spent" if self.spent else
+                     "the package already rented (its price unknown)")
+            price = f"{more} on top of {spent}" + (f": {self.total} in all" if self.total
+                                                   else "")
             return (f"rent {self.offer} as well ({price}; the window has started, so the "
                     f"package cannot be swapped): the work left runs on it, ending "
                     f"{format_hours(self.reserved_hours)} h after the first window's start, "
@@ -100,8 +103,8 @@ class Option:
 
         return {"kind": self.kind, "fits": self.fits, "reserved_hours": self.reserved_hours,
                 "offer": self.offer, "cost": money(self.cost), "packages": self.packages,
-                "spent": money(self.spent), "total": money(self.total),
-                "adds": money(self.adds), "drops": list(self.drops),
+                "additional": self.additional, "spent": money(self.spent),
+                "total": money(self.total), "adds": money(self.adds), "drops": list(self.drops),
                 "saves_hours": self.saves_hours, "moved": list(self.moved),
                 "text": self.describe()}
 
@@ -254,15 +257,16 @@ def overrun_options(campaign: Campaign, reserved_hours: float,
             continue
         # Started: the new rental runs from now and holds the work left; before the
         # start, the longer package replaces the planned one.
-        if (elapsed_hours if started else 0.0) + other.window_hours < reserved_hours:
+        if max(elapsed_hours, 0.0) + other.window_hours < reserved_hours:
             continue
         cost = None if other.price is None else other.price * count
-        adds = cost if started or cost is None or campaign.package.cost is None \
-            else _minus(cost, campaign.package.cost)
-        if spent is None and started:
-            adds = None  # the spent price is unknown: what it adds too
+        planned = campaign.package.cost
+        # Started: all of it comes on top; before: the difference with the planned one.
+        adds = cost if started or cost is None else \
+            None if planned is None else _minus(cost, planned)
         options.append(Option("offer", True, _round(reserved_hours), offer=other.id,
-                              cost=cost, packages=count, spent=spent, adds=adds))
+                              cost=cost, packages=count, additional=started, spent=spent,
+                              adds=adds))
     options.extend(_shorten_options(campaign, reserved_hours, reserved_without, droppable,
                                     set(dropped)))
     if reserved_moving is not None:
