@@ -287,6 +287,8 @@ def test_d11_two_hours_before_the_end_a_longer_package_is_an_additional_rental(
     # 47.14 spent: 110 more, 157.14 in all. The 30-day one (390 more) is dominated.
     assert [(o.offer, o.cost, o.spent, o.total) for o in offers] == [
         ("rtx4090-7d", usd("110"), usd("47.14"), usd("157.14"))]
+    assert offers[0].additional and offers[0].as_json()["total"] == {
+        "amount": "157.14", "currency": "USD"}
     text = offers[0].describe()
     assert "110 USD more on top of the 47.14 USD already spent: 157.14 USD in all" in text
     assert not text.startswith("take ")
@@ -302,3 +304,26 @@ def test_the_readmes_overrun_example_is_the_commands_own_output() -> None:
     real = out.splitlines()
     start = real.index(shown[0])
     assert real[start:start + len(shown)] == shown
+
+
+def test_next_keeps_an_earlier_attempts_stop_among_the_uncertainties(tmp_path: Path) -> None:
+    """D15: a run stopped by its rule, restarted with --force and then done: `next` still
+    names the first attempt's stop (the state keeps only the latest attempt's)."""
+    from cockpit.planning.calibrate import uncertainties
+
+    campaign = load_campaign(write_campaign(tmp_path, [
+        {"id": "train", "hours": 1, "resource": "gpu", "run": "train", "command": ["true"]}],
+        rules=[FINITE]))
+    first = ran(1, "train", 0, 10, code=-15, outcome="stopped")  # run attempt 2
+    first[2:2] = [ev(90, 5, "rule_fired", run="train", rule="finite-loss", reason="loss nan",
+                     step=8, action="stop", attempt=2),
+                  ev(91, 5, "stop_requested", run="train", rule="finite-loss",
+                     reason="loss nan", attempt=2)]
+    events = first + ran(10, "train", 20, 30)  # run attempt 11, exit 0
+    for i, e in enumerate(events, start=1):
+        e["seq"] = i
+    now = T0 + timedelta(minutes=1)
+    state = fold(campaign, events, now)
+    assert state.runs["train"].stop is None  # the latest attempt ran to its end
+    assert "run train (an earlier attempt) was stopped by finite-loss at step 8: loss nan" \
+        in uncertainties(campaign, state)
