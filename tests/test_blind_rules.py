@@ -237,3 +237,47 @@ def test_blind_words_and_edges() -> None:
     assert blind_reason("loss", "running", set(), SourceStatus(missing=("out/m.jsonl",))) == \
         "loss never seen — its metrics source out/m.jsonl does not exist; " \
         "the run reports no metrics"
+
+
+def test_a_running_run_is_blind_at_once_and_journaled_once_after_the_grace(
+        tmp_path: Path) -> None:
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+    from cockpit.engine.guards import BLIND_GRACE_S
+    from tests.test_engine_guards import FakeClock, FakeSupervisor
+
+    path = _campaign(tmp_path, metric="train/los")
+    data = yaml_safe(path)
+    data["stop_rules"].append({"id": "seen", "kind": "non_finite", "metric": "train/loss"})
+    path.write_text(json.dumps(data))
+    clock = FakeClock()
+    engine = Engine(load_campaign(path), clock=clock, supervisor=FakeSupervisor())
+    before = {r.rule: r.state for r in engine.tick().rules}
+    assert before == {"loss-cap": "ok", "seen": "ok"}  # not started: pending, not blind
+    engine.start("train")
+    metrics = tmp_path / "logs" / "r1.jsonl"
+    metrics.parent.mkdir()
+    metrics.write_text('{"step": 1, "train/loss": 0.5}\n')
+    snap = engine.tick()
+    assert {r.rule: r.state for r in snap.rules} == {"loss-cap": "blind", "seen": "ok"}
+    assert [r.reason for r in snap.rules if r.rule == "loss-cap"] == [
+        "train/los never seen — the run reports train/loss (did you mean train/loss?)"]
+
+    def blind_events() -> list[dict[str, Any]]:
+        return [e for e in _journal(tmp_path) if e["kind"] == "rule_blind"]
+
+    clock.advance(BLIND_GRACE_S - 1)
+    engine.tick()
+    assert blind_events() == []  # within the grace: its first reports may still come
+    clock.advance(2)
+    for _ in range(3):
+        engine.tick()
+        clock.advance(5)
+    (event,) = blind_events()
+    assert event["rule"] == "loss-cap" and event["ended"] is False
+    assert event["attempt"] == engine.state().runs["r1"].attempt
+
+
+def yaml_safe(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())  # write_campaign writes JSON
+    return data
