@@ -101,10 +101,12 @@ def test_a_rule_that_never_saw_its_metric_is_blind_on_every_face(tmp_path: Path,
         _tensorboard_folder(tmp_path)
         env = _shadow_env(tmp_path)
     path = _campaign(tmp_path, **CASES[case])  # type: ignore[arg-type]
+    prom = tmp_path / "cockpit.prom"
     done = run_cockpit("headless", str(path), "--auto", "--until-done", "--interval", "0.1",
-                       env=env, timeout=120)
+                       "--prom", str(prom), env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     want = EXPECTED[case]
+    assert 'cockpit_rule_blind{rule="loss-cap",run="r1"} 1.0' in prom.read_text()
     # headless: the journaled line, at the end of the run
     assert "rule loss-cap is blind on run r1 (the run ended blind): " in done.stdout
     assert want in done.stdout, done.stdout
@@ -190,7 +192,8 @@ def test_accept_of_a_nan_last_loss_is_refused(tmp_path: Path) -> None:
 
 def test_auto_verdict_rejects_a_run_blind_to_a_stop_rule(tmp_path: Path) -> None:
     path = _campaign(tmp_path, metric="train/los",
-                     acceptance=[{"metric": "val/bpc", "max": 1.0}])
+                     acceptance=[{"metric": "val/bpc", "max": 1.0},
+                                 {"metric": "val/bpx", "max": 1.0}])
     assert run_cockpit("headless", str(path), "--auto", "--until-done", "--interval", "0.1",
                        timeout=120).returncode == 0
     verdicts = [e for e in _journal(tmp_path) if e["kind"].startswith("result_")]
@@ -198,6 +201,9 @@ def test_auto_verdict_rejects_a_run_blind_to_a_stop_rule(tmp_path: Path) -> None
     assert [e["kind"] for e in verdicts] == ["result_rejected"]
     assert "val/bpc 0.4 <= 1" in verdicts[0]["reason"]
     assert "ended blind to stop rule loss-cap" in verdicts[0]["reason"]
+    # an acceptance check on a metric never seen is blind too, with the names it has
+    assert "blind: val/bpx never seen — the run reports train/loss, val/bpc (did you mean " \
+           "val/bpc?)" in verdicts[0]["reason"]
 
 
 def test_check_fails_on_a_missing_extra_with_the_install_command(tmp_path: Path) -> None:
@@ -249,6 +255,7 @@ def test_a_running_run_is_blind_at_once_and_journaled_once_after_the_grace(
     path = _campaign(tmp_path, metric="train/los")
     data = yaml_safe(path)
     data["stop_rules"].append({"id": "seen", "kind": "non_finite", "metric": "train/loss"})
+    data["conclusion"] = {"metric": "val/bpx", "baseline": "r1"}
     path.write_text(json.dumps(data))
     clock = FakeClock()
     engine = Engine(load_campaign(path), clock=clock, supervisor=FakeSupervisor())
@@ -265,6 +272,10 @@ def test_a_running_run_is_blind_at_once_and_journaled_once_after_the_grace(
 
     def blind_events() -> list[dict[str, Any]]:
         return [e for e in _journal(tmp_path) if e["kind"] == "rule_blind"]
+
+    # the conclusion's metric is blind on the run it compares: said, not "reported no ..."
+    assert snap.conclusion is not None and snap.conclusion.endswith(
+        "(blind: r1: val/bpx never seen — the run reports train/loss)"), snap.conclusion
 
     clock.advance(BLIND_GRACE_S - 1)
     engine.tick()
