@@ -292,3 +292,21 @@ def test_a_running_run_is_blind_at_once_and_journaled_once_after_the_grace(
 def yaml_safe(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text())  # write_campaign writes JSON
     return data
+
+
+def test_a_rule_for_every_run_is_blind_only_where_it_can_tell() -> None:
+    data_check = {"data/rows", "data/truncated"}
+    # a loss rule for every run says nothing about the data check: it reports other metrics
+    assert blind_reason("loss", "succeeded", data_check, strict=False) is None
+    # ... unless a name it reports is close (a misspelling), or it reports nothing at all
+    assert blind_reason("data/truncate", "succeeded", data_check, strict=False) == \
+        "data/truncate never seen — the run reports data/rows, data/truncated " \
+        "(did you mean data/truncated?)"
+    assert blind_reason("loss", "running", set(), strict=False) == \
+        "loss never seen — the run reports no metrics"
+    assert blind_reason("loss", "running", data_check, SourceStatus(unreadable=("no extra",)),
+                        strict=False) == \
+        "loss never seen — no extra; the run reports data/rows, data/truncated"
+    # a rule that names the run (runs: [...]) is blind there whatever the run reports
+    assert blind_reason("loss", "succeeded", data_check) == \
+        "loss never seen — the run reports data/rows, data/truncated"

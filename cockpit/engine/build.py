@@ -155,7 +155,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
             stream = obs.streams.get(run_id)
             value = stream.latest.get(rule.metric) if stream and rule.metric else None
             blind = None if hit or not watches_metric(rule) else stream_blind(
-                rule.metric, run.state, stream, declared_sources(campaign, run_id))
+                rule.metric, run.state, stream, declared_sources(campaign, run_id),
+                strict=bool(rule.runs))
             if hit:
                 rules.append(RuleView(rule.id, run_id, rule.kind,
                                       "fired" if hit.action == "stop" else "warn",

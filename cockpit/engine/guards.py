@@ -97,7 +97,8 @@ class Guarding(Acting):
                         or not watches_metric(rule):
                     continue
                 why = stream_blind(rule.metric, run.state, stream,
-                                   declared_sources(self.campaign, run.id))
+                                   declared_sources(self.campaign, run.id),
+                                   strict=bool(rule.runs))
                 if why is not None:
                     self._journal_once("rule_blind", key, now, run=run.id, stage=run.stage,
                                        rule=rule.id, metric=rule.metric, reason=why,

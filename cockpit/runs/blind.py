@@ -53,19 +53,28 @@ def watches_metric(rule: StopRule) -> bool:
 
 
 def blind_reason(metric: str | None, run_state: str, reported: Collection[str],
-                 source: SourceStatus = SourceStatus()) -> str | None:
+                 source: SourceStatus = SourceStatus(), *, strict: bool = True) -> str | None:
     """Why a rule or check on ``metric`` is blind on a run, in words; None when it is not
-    (no metric, a run not started yet, the metric seen, or a backlog still read)."""
+    (no metric, a run not started yet, the metric seen, or a backlog still read).
+
+    ``strict``: the rule or check names this run (a run's acceptance check, a rule with
+    ``runs:``, the conclusion's runs), so any metric never seen makes it blind. A rule for
+    every run is not meant for each one (a loss rule on the data check, a truncation rule
+    on a training run): there it is blind only when the run reports no metric at all, a
+    source of it is missing or unreadable, or a name it reports is close to the rule's (a
+    misspelling)."""
     if metric is None or run_state == NOT_STARTED or metric in reported or source.behind:
         return None
     causes: list[str] = list(source.unreadable)
     if source.missing:
         causes.append(f"its metrics source {', '.join(source.missing)} does not exist")
     names = sorted(n for n in reported if n != "max_steps")
+    hint = difflib.get_close_matches(metric, names, n=1)
+    if not strict and names and not causes and not hint:
+        return None  # the run reports other metrics, none like this one: not its rule
     if names:
         shown = ", ".join(names[:NAMES_SHOWN]) + (
             f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
-        hint = difflib.get_close_matches(metric, names, n=1)
         causes.append(f"the run reports {shown}"
                       + (f" (did you mean {hint[0]}?)" if hint else ""))
     else:
@@ -88,11 +97,12 @@ def source_status(stream: MetricStream, declared: Sequence[Path]) -> SourceStatu
 
 
 def stream_blind(metric: str | None, run_state: str, stream: MetricStream | None,
-                 declared: Sequence[Path]) -> str | None:
+                 declared: Sequence[Path], *, strict: bool = True) -> str | None:
     """:func:`blind_reason` from a live stream (None without one: not read here)."""
     if stream is None:
         return None
-    return blind_reason(metric, run_state, stream.latest.keys(), source_status(stream, declared))
+    return blind_reason(metric, run_state, stream.latest.keys(),
+                        source_status(stream, declared), strict=strict)
 
 
 def read_evidence(stream: MetricStream, declared: Sequence[Path],
@@ -113,7 +123,8 @@ def rules_blind(rules: Iterable[StopRule], run_id: str, run_state: str,
     out = []
     for rule in rules:
         if rule.applies_to(run_id) and watches_metric(rule):
-            why = blind_reason(rule.metric, run_state, evidence.last.keys(), evidence.source)
+            why = blind_reason(rule.metric, run_state, evidence.last.keys(), evidence.source,
+                               strict=bool(rule.runs))
             if why is not None:
                 out.append((rule.id, why))
     return out
