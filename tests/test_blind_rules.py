@@ -310,3 +310,13 @@ def test_a_rule_for_every_run_is_blind_only_where_it_can_tell() -> None:
     # a rule that names the run (runs: [...]) is blind there whatever the run reports
     assert blind_reason("loss", "succeeded", data_check) == \
         "loss never seen — the run reports data/rows, data/truncated"
+
+
+def test_command_folders_reads_both_spellings_and_skips_what_is_not_a_path() -> None:
+    from cockpit.runs.source_check import command_folders
+
+    assert command_folders(["python", "t.py", "--logdir", "runs/a", "--checkpoint-dir=ck",
+                            "--metrics", "acc,f1", "--out", "--verbose"]) == [
+        ("--logdir", "metrics", "runs/a"), ("--checkpoint-dir", "checkpoints", "ck")]
+    assert command_folders("python t.py --metrics out/m.jsonl") == [
+        ("--metrics", "metrics", "out/m.jsonl")]

@@ -32,6 +32,10 @@ FOLDER_FLAGS: dict[str, str] = {
                      "--outdir"), "output"),
 }
 
+# Flags some scripts use for other things (`--metrics acc,f1`): a folder only when the
+# value looks like a path (a separator or a suffix).
+AMBIGUOUS_FLAGS = frozenset({"--metrics", "--output"})
+
 Finding = tuple[KeyPath, str]
 
 
@@ -70,6 +74,8 @@ def command_folders(command: Sequence[str] | str) -> list[tuple[str, str, str]]:
             if i + 1 >= len(args) or args[i + 1].startswith("-"):
                 continue
             value = args[i + 1]
+        if flag in AMBIGUOUS_FLAGS and "/" not in value and not Path(value).suffix:
+            continue
         if value:
             found.append((flag, FOLDER_FLAGS[flag], value))
     return found
