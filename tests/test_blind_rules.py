@@ -320,3 +320,17 @@ def test_command_folders_reads_both_spellings_and_skips_what_is_not_a_path() -> 
         ("--logdir", "metrics", "runs/a"), ("--checkpoint-dir", "checkpoints", "ck")]
     assert command_folders("python t.py --metrics out/m.jsonl") == [
         ("--metrics", "metrics", "out/m.jsonl")]
+
+
+def test_an_unreadable_source_is_blind_not_a_backlog(tmp_path: Path) -> None:
+    from cockpit.runs.blind import source_status
+    from cockpit.runs.metrics import MetricStream
+
+    odd = tmp_path / "m.jsonl"
+    odd.mkdir()  # a folder where the metrics file should be
+    stream = MetricStream([odd])
+    stream.poll()
+    status = source_status(stream, [odd])
+    assert not status.behind and status.unreadable == (f"{odd} is not a regular file",)
+    assert blind_reason("loss", "running", set(), status) == \
+        f"loss never seen — {odd} is not a regular file; the run reports no metrics"

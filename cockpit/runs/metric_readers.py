@@ -124,8 +124,8 @@ class _LineReader(MetricReader):
         return self._offset
 
     @property
-    def caught_up(self) -> bool:
-        return not self.exists or self._stat_sig is not None
+    def caught_up(self) -> bool:  # an unreadable file is not a backlog: its error says why
+        return not self.exists or self.error is not None or self._stat_sig is not None
 
     def _reset_format(self) -> None:
         """Forget what the format learned from the file (e.g. a CSV header)."""
