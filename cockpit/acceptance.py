@@ -31,6 +31,7 @@ from cockpit.runs.blind import (
     BLIND,
     Evidence,
     blind_reason,
+    conclusion_runs,
     declared_sources,
     evidence_problems,
     read_evidence,
@@ -220,13 +221,20 @@ def run_evidence(campaign: Campaign, state: CampaignState, run_id: str) -> Evide
 
 
 def blind_rules_of(campaign: Campaign, state: CampaignState, run_id: str) -> list[str]:
-    """Each stop rule the run (started) is blind to, in words: REPORT.md lists them."""
+    """Each stop rule (and the conclusion's metric) the run, started, is blind to, in
+    words: REPORT.md lists them."""
     run = state.runs.get(run_id)
     if run is None or run.state == NOT_STARTED:
         return []
     evidence = run_evidence(campaign, state, run_id)
-    return [f"rule `{rule}`: {why}"
-            for rule, why in rules_blind(campaign.stop_rules, run_id, run.state, evidence)]
+    out = [f"rule `{rule}`: {why}"
+           for rule, why in rules_blind(campaign.stop_rules, run_id, run.state, evidence)]
+    spec = campaign.conclusion
+    if spec is not None and run_id in conclusion_runs(campaign):
+        why = blind_reason(spec.metric, run.state, evidence.last.keys(), evidence.source)
+        if why is not None:
+            out.append(f"the conclusion's metric: {why}")
+    return out
 
 
 def accept_problems(campaign: Campaign, state: CampaignState, run_id: str) -> list[str]:

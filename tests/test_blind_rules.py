@@ -334,3 +334,22 @@ def test_an_unreadable_source_is_blind_not_a_backlog(tmp_path: Path) -> None:
     assert not status.behind and status.unreadable == (f"{odd} is not a regular file",)
     assert blind_reason("loss", "running", set(), status) == \
         f"loss never seen — {odd} is not a regular file; the run reports no metrics"
+
+
+def test_the_conclusion_metric_blind_on_a_run_it_compares_is_listed_for_the_report(
+        tmp_path: Path) -> None:
+    from cockpit.acceptance import blind_rules_of
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+
+    path = _campaign(tmp_path, metric="val/bpc")  # the rule sees its metric
+    data = yaml_safe(path)
+    data["conclusion"] = {"metric": "val/bpx", "baseline": "r1"}
+    path.write_text(json.dumps(data))
+    done = run_cockpit("headless", str(path), "--auto", "--until-done", "--interval", "0.1",
+                       timeout=120)
+    assert "succeeded" in run_cockpit("status", str(path)).stdout, done.stdout + done.stderr
+    engine = Engine(load_campaign(path), read_only=True)
+    assert blind_rules_of(engine.campaign, engine.state(), "r1") == [
+        "the conclusion's metric: val/bpx never seen — the run reports train/loss, val/bpc "
+        "(did you mean val/bpc?)"]

@@ -24,7 +24,13 @@ from cockpit.planning.deadline import closing_times, expected_export_bytes, retr
 from cockpit.planning.forecast import forecast
 from cockpit.planning.schedule import no_options_reason
 from cockpit.printable import is_printable, printable
-from cockpit.runs.blind import BLIND, declared_sources, stream_blind, watches_metric
+from cockpit.runs.blind import (
+    BLIND,
+    conclusion_runs,
+    declared_sources,
+    stream_blind,
+    watches_metric,
+)
 from cockpit.runs.checkpoints import CheckpointScan, interval_advice
 from cockpit.runs.metrics import MetricPoint, MetricStream
 from cockpit.snapshot import (
@@ -261,8 +267,7 @@ def blind_note(campaign: Campaign, state: CampaignState,
     spec = campaign.conclusion
     if spec is None:
         return ""
-    involved = {spec.baseline, *spec.variants} if spec.variants else {
-        r.id for r in campaign.runs.values() if r.produces_result}
+    involved = conclusion_runs(campaign)
     blind = [f"{run_id}: {why}" for run_id, run in state.runs.items() if run_id in involved
              and (why := stream_blind(spec.metric, run.state, streams.get(run_id),
                                       declared_sources(campaign, run_id)))]

@@ -82,6 +82,17 @@ def blind_reason(metric: str | None, run_state: str, reported: Collection[str],
     return f"{metric} never seen — " + "; ".join(causes)
 
 
+def conclusion_runs(campaign: Campaign) -> set[str]:
+    """The runs the conclusion compares (its baseline and variants; without variants,
+    every run that produces a result): its metric is watched strictly on each."""
+    spec = campaign.conclusion
+    if spec is None:
+        return set()
+    if spec.variants:
+        return {r for r in (spec.baseline, *spec.variants) if r is not None}
+    return {r.id for r in campaign.runs.values() if r.produces_result}
+
+
 def declared_sources(campaign: Campaign, run_id: str) -> tuple[Path, ...]:
     run = campaign.runs.get(run_id)
     return tuple(campaign.resolve(p) for p in (run.metrics if run else ()))
