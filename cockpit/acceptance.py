@@ -27,13 +27,23 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.model import Campaign, MetricCheck, PredictionsCheck, Run
-from cockpit.runs.checkpoint_verifier import reported_scanner
+from cockpit.runs.blind import (
+    BLIND,
+    Evidence,
+    blind_reason,
+    conclusion_runs,
+    declared_sources,
+    evidence_problems,
+    read_evidence,
+    rules_blind,
+)
+from cockpit.runs.checkpoint_verifier import reported_scanner, run_stream
 from cockpit.runs.checkpoints import CheckpointInfo
 from cockpit.runs.metric_tail import last_values
 from cockpit.runs.reload_check import VerifyReport, run_verify_command, verify_checkpoint
 from cockpit.runs.supervisor import report_path
 from cockpit.safe_json import loads_bounded
-from cockpit.state import FAILED, STOPPED, SUCCEEDED, CampaignState
+from cockpit.state import FAILED, NOT_STARTED, STOPPED, SUCCEEDED, CampaignState
 
 ENDED_RUN_STATES = (SUCCEEDED, FAILED, STOPPED)
 
@@ -181,19 +191,60 @@ def evaluate_acceptance(campaign: Campaign, state: CampaignState, run_id: str, *
     reasons: list[str] = []
     ok = True
     metrics: dict[str, float] | None = None
+    evidence = run_evidence(campaign, state, run_id)
     for entry in spec.acceptance:
         if isinstance(entry, MetricCheck):
             if metrics is None:
                 metrics = last_metrics(campaign, state, run_id, names=[
                     e.metric for e in spec.acceptance if isinstance(e, MetricCheck)])
             passed, why = _metric_check(entry, metrics)
+            blind = None if entry.metric in metrics else blind_reason(
+                entry.metric, run.state, evidence.last.keys(), evidence.source)
+            why = f"{BLIND}: {blind}" if blind else why
         elif isinstance(entry, PredictionsCheck):
             passed, why = _predictions_check(campaign, spec, entry.what)
         else:
             passed, why = _checkpoint_check(campaign, spec, verifier, now)
         ok = ok and passed
         reasons.append(why)
-    return ok, reasons
+    # What no check names still counts: a stop rule never saw its metric, a NaN loss.
+    problems = evidence_problems(campaign.stop_rules, run_id, run.state, evidence)
+    return ok and not problems, reasons + problems
+
+
+def run_evidence(campaign: Campaign, state: CampaignState, run_id: str) -> Evidence:
+    """The run's latest attempt as its metric files hold it (read to the end)."""
+    run = state.runs.get(run_id)
+    since = run.started_at.timestamp() - 1.0 if run and run.started_at else None
+    return read_evidence(run_stream(campaign, run_id), declared_sources(campaign, run_id),
+                         since)
+
+
+def blind_rules_of(campaign: Campaign, state: CampaignState, run_id: str) -> list[str]:
+    """Each stop rule (and the conclusion's metric) the run, started, is blind to, in
+    words: REPORT.md lists them."""
+    run = state.runs.get(run_id)
+    if run is None or run.state == NOT_STARTED:
+        return []
+    evidence = run_evidence(campaign, state, run_id)
+    out = [f"rule `{rule}`: {why}"
+           for rule, why in rules_blind(campaign.stop_rules, run_id, run.state, evidence)]
+    spec = campaign.conclusion
+    if spec is not None and run_id in conclusion_runs(campaign):
+        why = blind_reason(spec.metric, run.state, evidence.last.keys(), evidence.source)
+        if why is not None:
+            out.append(f"the conclusion's metric: {why}")
+    return out
+
+
+def accept_problems(campaign: Campaign, state: CampaignState, run_id: str) -> list[str]:
+    """Why a run without failing checks still needs ``--override --note`` to be accepted:
+    it ended blind to a stop rule, or its last loss is not finite (issue 22)."""
+    run = state.runs.get(run_id)
+    if run is None:
+        return []
+    return evidence_problems(campaign.stop_rules, run_id, run.state,
+                             run_evidence(campaign, state, run_id))
 
 
 def _metric_check(entry: MetricCheck, metrics: Mapping[str, float]) -> tuple[bool, str]:

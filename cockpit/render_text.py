@@ -9,6 +9,7 @@ reasons) are the same ones the TUI shows. Every line is made printable
 from __future__ import annotations
 
 from cockpit.printable import printable
+from cockpit.runs.blind import BLIND, BLIND_MARK
 from cockpit.snapshot import RunView, Snapshot
 from cockpit.telemetry import format_bytes
 from cockpit.units import format_count, format_duration, format_number, format_percent, format_rate
@@ -19,6 +20,14 @@ STATE_MARK = {
     "running": "▶", "done": "✓", "failed": "✗", "stopped": "■", "skipped": "·",
     "dropped": "·", "ready": "○", "needs-person": "?", "waiting": "…", "blocked": "⏸",
 }
+
+
+def rules_summary(snap: Snapshot) -> str:
+    """`5 ok, 0 fired` — a blind rule counted apart, never as ok (issue 22)."""
+    blind = sum(1 for r in snap.rules if r.state == BLIND)
+    fired = sum(1 for r in snap.rules if r.state not in ("ok", BLIND))
+    ok = len(snap.rules) - blind - fired
+    return f"{ok} ok, {fired} fired" + (f", {blind} {BLIND_MARK} blind" if blind else "")
 
 
 def window_line(snap: Snapshot) -> str:
@@ -99,11 +108,11 @@ def status_text(snap: Snapshot) -> str:
             lines.append(f"run {r.id}: {r.state} {step} {metrics}{ckpt}{stop}{verdict}".rstrip())
             if r.checkpoint is not None and r.checkpoint.advice:
                 lines.append(f"  save interval ({r.id}): {r.checkpoint.advice}")
-    fired = [r for r in snap.rules if r.state != "ok"]
     lines.append("")
-    lines.append(f"rules: {len(snap.rules) - len(fired)} ok, {len(fired)} fired")
-    for rule in fired:
-        lines.append(f"  {rule.rule} on {rule.run}: {rule.reason}")
+    lines.append(f"rules: {rules_summary(snap)}")
+    for rule in (r for r in snap.rules if r.state != "ok"):
+        mark = f"{BLIND_MARK} blind: " if rule.state == BLIND else ""
+        lines.append(f"  {rule.rule} on {rule.run}: {mark}{rule.reason}")
     if snap.pending_decisions:
         lines.append(f"decision pending at {', '.join(snap.pending_decisions)}: "
                      "cockpit decide FILE continue|limit|revise --note ...")

@@ -108,7 +108,7 @@ class RuleView:
     rule: str
     run: str
     kind: str
-    state: str  # ok | warn | fired
+    state: str  # ok | warn | fired | blind (the watched metric never seen on the run)
     reason: str | None
     action: str
     metric: str | None = None

@@ -28,7 +28,12 @@ def status_line(compact: dict[str, Any]) -> str:
     if compact.get("ckpt_age_s") is not None:
         parts.append(f"ckpt {format_duration(compact['ckpt_age_s'])}")
     fired = compact["rules"]["fired"]
-    parts.append(f"rules FIRED {','.join(fired)}" if fired else "rules ok")
+    blind = compact["rules"].get("blind") or []  # unknown is not ok (issue 22)
+    if fired or blind:
+        parts.append("rules" + (f" FIRED {','.join(fired)}" if fired else "")
+                     + (f" ◌ {len(blind)} blind" if blind else ""))
+    else:
+        parts.append("rules ok")
     if compact.get("decisions_pending"):
         parts.append("decide " + ",".join(compact["decisions_pending"]))
     return " · ".join(parts).replace("\n", " ")

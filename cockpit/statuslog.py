@@ -50,7 +50,8 @@ def compact_json(snap: Snapshot) -> dict[str, Any]:
                         else round(r.checkpoint.age_s)}
                  for r in snap.runs},
         "rules": {"fired": [f"{r.rule}@{r.run}" for r in snap.rules if r.state == "fired"],
-                  "warn": [f"{r.rule}@{r.run}" for r in snap.rules if r.state == "warn"]},
+                  "warn": [f"{r.rule}@{r.run}" for r in snap.rules if r.state == "warn"],
+                  "blind": [f"{r.rule}@{r.run}" for r in snap.rules if r.state == "blind"]},
         "decisions_pending": list(snap.pending_decisions),
         "gpu_status": snap.gpus.status,
         "gpu_util_mean": round(sum(utils) / len(utils), 1) if utils else None,
@@ -193,6 +194,9 @@ def prometheus_text(snap: Snapshot) -> str:
            [({"run": r.id}, r.checkpoint.age_s if r.checkpoint else None) for r in snap.runs])
     family("cockpit_rule_fired", "1 when a stop rule fired on a run.",
            [({"rule": r.rule, "run": r.run}, 1.0 if r.state == "fired" else 0.0)
+            for r in snap.rules])
+    family("cockpit_rule_blind", "1 when a stop rule's metric was never seen on its run.",
+           [({"rule": r.rule, "run": r.run}, 1.0 if r.state == "blind" else 0.0)
             for r in snap.rules])
     return "\n".join(out) + "\n"
 

@@ -191,8 +191,28 @@ def cmd_check(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file)
     for warning in plan_warnings(campaign):
         print(f"{args.file}: warning: {warning}", file=sys.stderr)
+    _check_sources(campaign, args.file)
     print("ok")
     return EXIT_OK
+
+
+def _check_sources(campaign: Any, file: str) -> None:
+    """The runs' metrics and checkpoint sources (issue 22): a reader's missing extra is an
+    error (InputError: exit 2), a folder the command does not name a warning; located."""
+    from pathlib import Path
+
+    from cockpit.campaign.yamlread import parse_yaml, read_text
+    from cockpit.errors import InputError
+    from cockpit.runs.source_check import source_findings
+
+    errors, warnings = source_findings(campaign)
+    if not errors and not warnings:
+        return
+    loc = parse_yaml(read_text(Path(file)), file)
+    for path, message in warnings:
+        print(f"{loc.problem(path, 'warning: ' + message)}", file=sys.stderr)
+    if errors:
+        raise InputError([loc.problem(path, message) for path, message in errors])
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -99,6 +99,7 @@ class Engine(Guarding):
             state = self.state(now)
             self._apply_rules(state, now)
             self._record_exits(self.state(now), now)
+            self._journal_blind(self.state(now), now)
             self._judge_runs(now)  # acceptance when a run ends (reloads in the background)
             self._auto_verify(self.state(now), now)
             self._advance_stops(self.state(now), now)

@@ -24,6 +24,13 @@ from cockpit.planning.deadline import closing_times, expected_export_bytes, retr
 from cockpit.planning.forecast import forecast
 from cockpit.planning.schedule import no_options_reason
 from cockpit.printable import is_printable, printable
+from cockpit.runs.blind import (
+    BLIND,
+    conclusion_runs,
+    declared_sources,
+    stream_blind,
+    watches_metric,
+)
 from cockpit.runs.checkpoints import CheckpointScan, interval_advice
 from cockpit.runs.metrics import MetricPoint, MetricStream
 from cockpit.snapshot import (
@@ -171,13 +178,16 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                         and f.attempt == run.attempt), None)
             stream = obs.streams.get(run_id)
             value = stream.latest.get(rule.metric) if stream and rule.metric else None
+            blind = None if hit or not watches_metric(rule) else stream_blind(
+                rule.metric, run.state, stream, declared_sources(campaign, run_id),
+                strict=bool(rule.runs))
             if hit:
                 rules.append(RuleView(rule.id, run_id, rule.kind,
                                       "fired" if hit.action == "stop" else "warn",
                                       _text(hit.reason), rule.action, rule.metric, hit.value))
-            else:
-                rules.append(RuleView(rule.id, run_id, rule.kind, "ok", None, rule.action,
-                                      rule.metric, value))
+            else:  # unknown is not ok: a metric never seen leaves the rule blind
+                rules.append(RuleView(rule.id, run_id, rule.kind, BLIND if blind else "ok",
+                                      _text(blind), rule.action, rule.metric, value))
 
     none_fits = "" if fc.fits or any(o.fits for o in fc.options) else \
         no_options_reason(campaign, (fc.end - pkg.start).total_seconds() / 3600, fc.options)
@@ -191,7 +201,7 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         revised=state.revised, gpus=obs.gpu, host=obs.host,
         warnings=tuple(printable(w) for w in warnings),
         events=obs.events, auto=obs.auto, budget=budget(campaign, state, now),
-        new_events=obs.new_events, conclusion=conclusion_text(campaign, state, obs.streams),
+        new_events=obs.new_events, conclusion=_text(conclusion_text(campaign, state, obs.streams)),
         machine=obs.machine, machines=obs.machines)
 
 
@@ -266,7 +276,21 @@ def conclusion_text(campaign: Campaign, state: CampaignState,
         return None
     values = {run_id: stream.latest[spec.metric] for run_id, stream in streams.items()
               if spec.metric in stream.latest}
-    return conclude(campaign, state, values).text
+    return conclude(campaign, state, values).text + blind_note(campaign, state, streams)
+
+
+def blind_note(campaign: Campaign, state: CampaignState,
+               streams: Mapping[str, MetricStream]) -> str:
+    """The conclusion's metric never seen on a run it compares: said, not silently
+    "reported no ..." (issue 22); "" when every started run reports it."""
+    spec = campaign.conclusion
+    if spec is None:
+        return ""
+    involved = conclusion_runs(campaign)
+    blind = [f"{run_id}: {why}" for run_id, run in state.runs.items() if run_id in involved
+             and (why := stream_blind(spec.metric, run.state, streams.get(run_id),
+                                      declared_sources(campaign, run_id)))]
+    return f" ({BLIND}: " + "; ".join(blind) + ")" if blind else ""
 
 
 def checkpoint_view(campaign: Campaign, run: RunState, view: CheckpointScan | None,

@@ -143,6 +143,11 @@ _KINDS = (
                "attempt", "actor"),
               lambda ev: f"rule {ev.get('rule')} fired on run {ev.get('run')}: "
               f"{ev.get('reason')}"),
+    EventKind("rule_blind", "engine.guards",
+              ("key", "run", "stage", "rule", "metric", "reason", "attempt", "ended", "actor"),
+              lambda ev: f"rule {ev.get('rule')} is blind on run {ev.get('run')}"
+                         + (" (the run ended blind)" if ev.get("ended") else "")
+                         + f": {ev.get('reason')}"),
     EventKind("stop_requested", "engine.actions (stop), engine.guards (rules, deadline)",
               ("run", "stage", "rule", "reason", "value", "step", "attempt", "actor"),
               lambda ev: f"stop of run {ev.get('run')} requested ({ev.get('rule')}): "
@@ -205,7 +210,7 @@ SCOPE: dict[str, str] = {
     "stage_claimed": STAGE, "stage_started": STAGE, "stage_finished": STAGE,
     "stage_skipped": STAGE,
     "run_started": RUN, "run_exited": RUN, "stop_requested": RUN, "stop_done": RUN,
-    "rule_fired": RUN, "result_accepted": RUN, "result_rejected": RUN,
+    "rule_fired": RUN, "rule_blind": RUN, "result_accepted": RUN, "result_rejected": RUN,
     "resume_verified": RUN, "verify_started": RUN, "checkpoint_verified": RUN,
     "decision": DECISION, "stage_dropped": DECISION,
     "cost": ANY, "note": ANY,

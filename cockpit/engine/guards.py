@@ -41,11 +41,22 @@ from cockpit.planning.deadline import (
     work_end,
 )
 from cockpit.planning.forecast import forecast
+from cockpit.runs.blind import declared_sources, stream_blind, watches_metric
 from cockpit.runs.rules import Firing, check_points, check_restart
-from cockpit.state import DONE, FAILED, PENDING, RUNNING, STOPPED, CampaignState, RunState
+from cockpit.state import (
+    DONE,
+    FAILED,
+    NOT_STARTED,
+    PENDING,
+    RUNNING,
+    STOPPED,
+    CampaignState,
+    RunState,
+)
 from cockpit.units import format_duration
 
 HOOK_MAX_AGE_S = 600.0
+BLIND_GRACE_S = 120.0  # a running run's first reports come within this; then blind is news
 
 
 class Guarding(Acting):
@@ -67,6 +78,32 @@ class Guarding(Acting):
                         run, now), step=self._streams[run.id].latest_step)
                 if firing is not None:
                     self._fire(run.id, firing, now)
+
+    def _journal_blind(self, state: CampaignState, now: datetime) -> None:
+        """``rule_blind`` once per rule and run attempt, for this machine's runs: when a
+        running run has run BLIND_GRACE_S (its first reports had time to come) or has
+        ended, and a rule's metric was still never seen (issue 22). The tick calls it
+        after recording exits, so a run that ended blind says so in the tick it ends."""
+        for run in state.runs.values():
+            stream = self._streams.get(run.id)
+            if run.state == NOT_STARTED or stream is None or not self._mine_run(run.id) or (
+                    run.state == RUNNING
+                    and self._age_s(run.attempt, run.started_at, now) < BLIND_GRACE_S):
+                continue
+            fired = state.fired_for(run.id, run.attempt)
+            for rule in self.campaign.stop_rules:
+                key = f"blind:{run.id}:{run.attempt}:{rule.id}"
+                if key in self._keys or rule.id in fired or not rule.applies_to(run.id) \
+                        or not watches_metric(rule):
+                    continue
+                why = stream_blind(rule.metric, run.state, stream,
+                                   declared_sources(self.campaign, run.id),
+                                   strict=bool(rule.runs))
+                if why is not None:
+                    self._journal_once("rule_blind", key, now, run=run.id, stage=run.stage,
+                                       rule=rule.id, metric=rule.metric, reason=why,
+                                       attempt=run.attempt, ended=run.state != RUNNING,
+                                       actor=self.actor)
 
     def _since_restart(self, run: RunState, now: datetime) -> float | None:
         """Seconds since the run last had a usable restart (its start or a passing

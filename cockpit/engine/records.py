@@ -65,16 +65,21 @@ class Recording(Observing):
         self._judgeable(run_id, run)
         if run.verdict == "accepted":
             return None
+        from cockpit.acceptance import accept_problems, evaluate_acceptance
+
         failed: list[str] = []
         if spec.acceptance:
-            from cockpit.acceptance import evaluate_acceptance
-
             ok, reasons = evaluate_acceptance(self.campaign, self.state(now), run_id)
             failed = [] if ok else reasons
+        else:  # no checks: still never a run blind to a stop rule or with a NaN loss
+            failed = accept_problems(self.campaign, self.state(now), run_id)
         if failed and not override:
-            raise ActionRefused(f"run {run_id!r} fails its acceptance checks ("
-                                + "; ".join(failed) + "): --override with a --note to accept "
-                                "it anyway (recorded as an override)")
+            what = "fails its acceptance checks" if spec.acceptance else \
+                "is not evidence as it stands"
+            raise ActionRefused(f"run {run_id!r} {what} (" + "; ".join(failed)
+                                + "): --override with a --note to accept it anyway "
+                                f"(`cockpit accept FILE {run_id} --override --note \"why\"`, "
+                                "recorded as an override)")
         if failed and not (note or "").strip():
             raise InputError("accept --override needs a --note saying why")
         with self.journal.transaction() as txn:

@@ -52,7 +52,7 @@ from typing import Any
 
 import cockpit
 from cockpit import provenance
-from cockpit.acceptance import last_metrics, newest_checkpoint
+from cockpit.acceptance import blind_rules_of, last_metrics, newest_checkpoint
 from cockpit.budget import budget
 from cockpit.campaign.model import Campaign
 from cockpit.conclusion import conclude, conclusion_spec
@@ -387,6 +387,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
             "artifact_expected": status == "accepted" and run.checkpoints is not None
             and artifacts != "none",
             "files": files,
+            "blind": blind_rules_of(campaign, state, run_id),  # rules that never saw it
         }
     step("runs_written")
     timings["payload_s"] = round(time.monotonic() - t0, 4)

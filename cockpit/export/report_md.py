@@ -111,6 +111,12 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
                          f"{stop.reason}")
     else:
         lines.append("No run was stopped.")
+    blind = [(rid, why) for rid, entry in runs.items() for why in entry.get("blind") or ()]
+    if blind:  # unknown is not ok: a rule that never saw its metric kept nothing (issue 22)
+        lines += ["", "## Rules blind to their metric", "",
+                  "A rule or the conclusion watched a metric the run never reported: it "
+                  "kept nothing there.", ""]
+        lines += [f"- ◌ blind: run `{rid}`, {_md(why)}" for rid, why in blind]
     lines += ["", "## Budget", "", "```", render_budget(money), "```", ""]
     if verdict.comparisons:
         lines += ["## Comparison with the baseline", ""]

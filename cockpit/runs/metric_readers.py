@@ -68,6 +68,11 @@ class MetricReader(ABC):
         """Bytes of the file read so far (None: a format read whole on each change)."""
         return None
 
+    @property
+    def caught_up(self) -> bool:
+        """Whether the last poll read to the end (False: a backlog is read over ticks)."""
+        return True
+
     def _count_garbage(self, line: int | None, why: str) -> None:
         self.garbage += 1
         self.last_garbage_line = line
@@ -117,6 +122,10 @@ class _LineReader(MetricReader):
     @property
     def position(self) -> int | None:
         return self._offset
+
+    @property
+    def caught_up(self) -> bool:  # an unreadable file is not a backlog: its error says why
+        return not self.exists or self.error is not None or self._stat_sig is not None
 
     def _reset_format(self) -> None:
         """Forget what the format learned from the file (e.g. a CSV header)."""
@@ -425,8 +434,9 @@ class TrainerStateReader(MetricReader):
 
 _TB_PREFIX = "events.out.tfevents."
 _TB_EVENTS_PER_POLL = 50_000  # a huge backlog is read over several ticks
-TENSORBOARD_MISSING = ("reading TensorBoard event files needs the tensorboard package: "
-                       "pip install 'cockpit[tensorboard]' (or pip install tensorboard)")
+TENSORBOARD_INSTALL = "python3 -m pip install 'cockpit[tensorboard]'"
+TENSORBOARD_MISSING = ("reading TensorBoard event files needs the tensorboard package, "
+                       f"not installed: {TENSORBOARD_INSTALL}")
 
 
 def is_tensorboard_path(path: Path) -> bool:
@@ -472,6 +482,10 @@ class TensorBoardReader(MetricReader):
                 return None
             self._modules = (EventFileLoader, tensor_util)
         return self._modules
+
+    @property
+    def caught_up(self) -> bool:
+        return not self._pending
 
     def _files(self) -> list[str]:
         if self.path.name.startswith(_TB_PREFIX):
@@ -570,6 +584,10 @@ class FolderReader(TrainerStateReader):
     def __init__(self, path: Path, clock: Clock = time.time) -> None:
         super().__init__(path, clock)
         self.tensorboard: TensorBoardReader | None = None
+
+    @property
+    def caught_up(self) -> bool:
+        return self.tensorboard is None or self.tensorboard.caught_up
 
     def poll(self) -> ReadBatch:
         if self.tensorboard is None and is_tensorboard_path(self.path):

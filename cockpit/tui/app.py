@@ -236,6 +236,7 @@ class CockpitApp(App[int]):
             "ok": rich_color(v.get("success", "green")),
             "warn": rich_color(v.get("warning", "yellow")),
             "fired": "bold " + rich_color(v.get("error", "red")),
+            "blind": "bold " + rich_color(v.get("accent", "magenta")),
             "info": "", "muted": "dim",
             "accent": rich_color(v.get("primary", "blue")) if not self.current_theme.dark
             else rich_color(v.get("secondary", "cyan") if self.current_theme.ansi

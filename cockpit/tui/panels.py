@@ -32,6 +32,7 @@ from cockpit.units import format_count, format_duration, format_percent, format_
 Levels = Mapping[str, str]  # level (ok/warn/fired/info/muted) -> Rich style
 
 DEFAULT_LEVELS: dict[str, str] = {"ok": "green", "warn": "yellow", "fired": "bold red",
+                                  "blind": "bold magenta",
                                   "info": "", "muted": "dim", "accent": "bold"}
 
 
@@ -512,7 +513,7 @@ def run_rows(snap: Snapshot, levels: Levels) -> list[tuple[str, tuple[Any, ...]]
     return rows
 
 
-RULE_RANK = {"fired": 0, "warn": 1, "ok": 2}
+RULE_RANK = {"fired": 0, "blind": 1, "warn": 2, "ok": 3}  # blind: never seen, never ok
 
 
 def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
@@ -523,19 +524,19 @@ def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
     groups: dict[str, list[RuleView]] = {}
     for r in snap.rules:
         groups.setdefault(r.rule, []).append(r)
-    order = sorted(groups, key=lambda k: min(RULE_RANK.get(r.state, 2) for r in groups[k]))
+    order = sorted(groups, key=lambda k: min(RULE_RANK.get(r.state, 3) for r in groups[k]))
     lines: list[Text] = []
     for rule_id in order:
         views = groups[rule_id]
-        worst = min((r.state for r in views), key=lambda st: RULE_RANK.get(st, 2))
-        level = worst if worst in ("ok", "warn", "fired") else "info"
+        worst = min((r.state for r in views), key=lambda st: RULE_RANK.get(st, 3))
+        level = worst if worst in RULE_RANK else "info"
         first = views[0]
         what = first.metric or first.kind
         lines.append(styled([(f"{tx.LEVEL_MARK.get(level, ' ')} ", levels[level]),
                              (rule_id, "bold"), (f"  {what} · {first.action}", levels["muted"])]))
         held: list[str] = []
         for r in views:
-            if r.state in ("fired", "warn"):
+            if r.state in ("fired", "warn", "blind"):
                 last = last_fired == (r.rule, r.run)
                 mark = tx.level_word(r.state, r.state + (" (last)" if last else ""))
                 lines.append(styled([("  ", ""), (mark, levels[r.state] + (" reverse" if last
@@ -600,8 +601,9 @@ def now_lines(snap: Snapshot, levels: Levels) -> list[Text]:
         lines.append(styled([("nothing running", levels["muted"]),
                              (f"  {hint}" if hint else "", "")]))
     for rule in snap.rules:
-        if rule.state == "fired":
-            lines.append(styled([(tx.level_word("fired", "fired "), levels["fired"]),
+        if rule.state in ("fired", "blind"):
+            lines.append(styled([(tx.level_word(rule.state, rule.state + " "),
+                                  levels[rule.state]),
                                  (rule.rule, "bold"), (" on ", ""), (rule.run, "bold"),
                                  (f": {rule.reason or ''}", "")]))
     return lines

@@ -16,8 +16,8 @@ from cockpit.units import format_number
 SPARK = "▁▂▃▄▅▆▇█"
 FULL, EMPTY = "█", "░"
 
-# ok / warn / fired: the one colour meaning, always shown with a symbol or a word.
-LEVEL_MARK = {"ok": "✓", "warn": "!", "fired": "✗", "info": "·"}
+# ok / warn / fired / blind (never seen): one colour meaning, always with a symbol or word.
+LEVEL_MARK = {"ok": "✓", "warn": "!", "fired": "✗", "blind": "◌", "info": "·"}
 STAGE_LEVEL = {
     "running": "info", "done": "ok", "failed": "fired", "stopped": "fired",
     "skipped": "info", "dropped": "info", "ready": "ok", "needs-person": "warn",

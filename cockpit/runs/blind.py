@@ -1,0 +1,156 @@
+"""Blind: a rule, check or conclusion metric that watches what a run never reported.
+
+"Unknown is not ok" (issue 22): a stop rule on ``train/los`` when the run writes
+``train/loss`` never fires, so without this state it reads ✓ all campaign long. This
+module owns
+
+- :func:`blind_reason`, the pure decision and its words: the run has started (running
+  or ended), the watched metric has never been seen on this attempt, and why when that
+  is known (a declared metrics source that does not exist, a reader whose extra is not
+  installed), naming the metrics the run *does* report, with a did-you-mean;
+- :func:`source_status`, what a polled :class:`MetricStream` says about its sources;
+- :func:`read_evidence` and :func:`evidence_problems`, what an accept needs from a
+  ended run's files: the stop rules it ended blind to and a non-finite last loss.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cockpit.campaign.model import Campaign, StopRule
+from cockpit.runs.metrics import MetricStream
+from cockpit.state import NOT_STARTED
+
+BLIND = "blind"
+BLIND_MARK = "◌"  # beside ✓ ok, ! warn, ✗ fired: nothing seen
+NAMES_SHOWN = 8  # metric names listed in a blind reason (then "and N more")
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """What a run's metric readers know about their sources."""
+
+    missing: tuple[str, ...] = ()  # declared metrics sources that do not exist
+    unreadable: tuple[str, ...] = ()  # why a source cannot be read (a missing extra...)
+    behind: bool = False  # a backlog still being read: not every name is known yet
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A run attempt's metrics as its files hold them: each metric's last value."""
+
+    last: dict[str, float] = field(default_factory=dict)
+    source: SourceStatus = SourceStatus()
+
+
+def watches_metric(rule: StopRule) -> bool:
+    """Whether the rule reads a metric (``restart`` watches checkpoints, never blind)."""
+    return rule.metric is not None and rule.kind != "restart"
+
+
+def blind_reason(metric: str | None, run_state: str, reported: Collection[str],
+                 source: SourceStatus = SourceStatus(), *, strict: bool = True) -> str | None:
+    """Why a rule or check on ``metric`` is blind on a run, in words; None when it is not
+    (no metric, a run not started yet, the metric seen, or a backlog still read).
+
+    ``strict``: the rule or check names this run (a run's acceptance check, a rule with
+    ``runs:``, the conclusion's runs), so any metric never seen makes it blind. A rule for
+    every run is not meant for each one (a loss rule on the data check, a truncation rule
+    on a training run): there it is blind only when the run reports no metric at all, a
+    source of it is missing or unreadable, or a name it reports is close to the rule's (a
+    misspelling)."""
+    if metric is None or run_state == NOT_STARTED or metric in reported or source.behind:
+        return None
+    causes: list[str] = list(source.unreadable)
+    if source.missing:
+        causes.append(f"its metrics source {', '.join(source.missing)} does not exist")
+    names = sorted(n for n in reported if n != "max_steps")
+    hint = difflib.get_close_matches(metric, names, n=1)
+    if not strict and names and not causes and not hint:
+        return None  # the run reports other metrics, none like this one: not its rule
+    if names:
+        shown = ", ".join(names[:NAMES_SHOWN]) + (
+            f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
+        causes.append(f"the run reports {shown}"
+                      + (f" (did you mean {hint[0]}?)" if hint else ""))
+    else:
+        causes.append("the run reports no metrics")
+    return f"{metric} never seen — " + "; ".join(causes)
+
+
+def conclusion_runs(campaign: Campaign) -> set[str]:
+    """The runs the conclusion compares (its baseline and variants; without variants,
+    every run that produces a result): its metric is watched strictly on each."""
+    spec = campaign.conclusion
+    if spec is None:
+        return set()
+    if spec.variants:
+        return {r for r in (spec.baseline, *spec.variants) if r is not None}
+    return {r.id for r in campaign.runs.values() if r.produces_result}
+
+
+def declared_sources(campaign: Campaign, run_id: str) -> tuple[Path, ...]:
+    run = campaign.runs.get(run_id)
+    return tuple(campaign.resolve(p) for p in (run.metrics if run else ()))
+
+
+def source_status(stream: MetricStream, declared: Sequence[Path]) -> SourceStatus:
+    """From a polled stream's readers (no file is read here): the declared sources that
+    do not exist, why a source cannot be read, whether a backlog is still being read."""
+    wanted = set(declared)
+    missing = tuple(str(r.path) for r in stream.readers if r.path in wanted and not r.exists)
+    unreadable = tuple(dict.fromkeys(r.error for r in stream.readers if r.error))
+    return SourceStatus(missing, unreadable, any(not r.caught_up for r in stream.readers))
+
+
+def stream_blind(metric: str | None, run_state: str, stream: MetricStream | None,
+                 declared: Sequence[Path], *, strict: bool = True) -> str | None:
+    """:func:`blind_reason` from a live stream (None without one: not read here)."""
+    if stream is None:
+        return None
+    return blind_reason(metric, run_state, stream.latest.keys(),
+                        source_status(stream, declared), strict=strict)
+
+
+def read_evidence(stream: MetricStream, declared: Sequence[Path],
+                  since: float | None) -> Evidence:
+    """Every point of ``stream`` read to the end; points older than ``since`` (epoch
+    seconds: an earlier attempt) are skipped."""
+    last: dict[str, float] = {}
+    while points := stream.poll():  # each poll reads a bounded slice
+        for point in points:
+            if since is None or point.t is None or point.t >= since:
+                last.update(point.values)
+    return Evidence(last, source_status(stream, declared))
+
+
+def rules_blind(rules: Iterable[StopRule], run_id: str, run_state: str,
+                evidence: Evidence) -> list[tuple[str, str]]:
+    """(rule id, reason) for each stop rule of the run that is blind on this evidence."""
+    out = []
+    for rule in rules:
+        if rule.applies_to(run_id) and watches_metric(rule):
+            why = blind_reason(rule.metric, run_state, evidence.last.keys(), evidence.source,
+                               strict=bool(rule.runs))
+            if why is not None:
+                out.append((rule.id, why))
+    return out
+
+
+def non_finite_losses(last: Mapping[str, float]) -> list[str]:
+    """The run's losses (``loss`` or any ``*loss*``) whose last value is NaN or infinite."""
+    return [f"its last {name} is {value} (non-finite)" for name, value in last.items()
+            if "loss" in name.lower() and not math.isfinite(value)]
+
+
+def evidence_problems(rules: Iterable[StopRule], run_id: str, run_state: str,
+                      evidence: Evidence) -> list[str]:
+    """Why a run's result may not be accepted without an override: the stop rules it
+    ended blind to, and a non-finite last loss."""
+    problems = [f"it ended blind to stop rule {rule}: {why}"
+                for rule, why in rules_blind(rules, run_id, run_state, evidence)]
+    return problems + non_finite_losses(evidence.last)
