@@ -237,6 +237,7 @@ def export_campaign(
         result.event = log.append(
             "export_done", now=now, path=str(result.bag_dir), root=str(root),
             size=result.size_bytes, tar=str(result.tar_path) if result.tar_path else None,
+            tar_size=result.tar_bytes if result.tar_path else None,
             sha256=result.tar_sha256, verified=result.verified, artifacts=artifacts,
             reload_checked=verify_reload,
             failures=list(result.verify.failures) if result.verify else [], **extra)

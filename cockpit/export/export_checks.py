@@ -239,8 +239,8 @@ def metrics_exported(bag: Path, manifest: dict[str, Any]) -> Check:
     for run_id, entry in (runs.items() if isinstance(runs, dict) else ()):
         if not isinstance(entry, dict) or entry.get("status") != "accepted":
             continue
-        files = entry.get("files") if isinstance(entry.get("files"), dict) else {}
-        listed = files.get("metrics") if isinstance(files.get("metrics"), list) else []
+        files = _json_dict(entry.get("files"))
+        listed = _json_list(files.get("metrics"))
         present = 0
         for rel in listed:
             target = bag_member(bag, rel)
@@ -250,8 +250,7 @@ def metrics_exported(bag: Path, manifest: dict[str, Any]) -> Check:
             else:
                 present += 1
         declared = _declared_metrics(doc, str(run_id))
-        sources = files.get("metric_sources") if isinstance(files.get("metric_sources"),
-                                                            list) else []
+        sources = _json_list(files.get("metric_sources"))
         if declared and not present:
             failures.append(f"run {run_id} is accepted but none of its metrics is in the "
                             f"bag (runs.{run_id}.metrics in the plan: {', '.join(declared)}): "
@@ -272,6 +271,14 @@ def metrics_exported(bag: Path, manifest: dict[str, Any]) -> Check:
     detail = f"{checked} accepted run(s) with metrics" if checked else \
         "no accepted run reports metrics"
     return Check(name, not failures, tuple(failures), tuple(warnings), detail)
+
+
+def _json_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _json_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _as_list(value: Any) -> list[str]:
