@@ -61,7 +61,8 @@ def write_tb_campaign(folder: Path) -> Path:
         "package": {"offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z"},
         "stages": [{"id": run, "duration": "2h", "resource": "gpu", "run": run}
                    for run in ("tb", "jl", "lt")],
-        "runs": {"tb": {"kind": "train", "metrics": ["logs/tb"]},
+        # "./logs/tb": the plan's own spelling, matched to the source the export wrote.
+        "runs": {"tb": {"kind": "train", "metrics": ["./logs/tb"]},
                  "jl": {"kind": "train", "metrics": ["out/metrics.jsonl"]},
                  "lt": {"kind": "train", "metrics": ["out/metrics.csv"]}},
     }
@@ -181,7 +182,7 @@ def test_a_bag_without_the_metrics_fails_verify_export(bag) -> None:  # type: ig
     assert done.returncode == 1, done.stdout + done.stderr
     assert "NOT verified" in done.stdout and "[FAIL] metrics exported" in done.stdout
     assert ("run tb is accepted but none of its metrics is in the bag (runs.tb.metrics in "
-            "the plan: logs/tb)") in done.stdout
+            "the plan: ./logs/tb)") in done.stdout
     failing = [c.name for c in verify_export(bag, reload=False).checks if not c.ok]
     assert failing == ["metrics exported"]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,7 +258,10 @@ def metrics_exported(bag: Path, manifest: dict[str, Any]) -> Check:
                             "its curves are not exported")
         elif declared:
             for path in declared:
-                mine = [s for s in sources if isinstance(s, dict) and s.get("declared") == path]
+                # As the plan spells it ("./logs/tb"), or as the export wrote it ("logs/tb").
+                mine = [s for s in sources if isinstance(s, dict)
+                        and isinstance(s.get("declared"), str)
+                        and posixpath.normpath(s["declared"]) == posixpath.normpath(path)]
                 if not any(isinstance(s.get("files"), list) and s["files"] for s in mine):
                     failures.append(f"run {run_id}: its metrics source {path!r} (runs.{run_id}"
                                     ".metrics in the plan) has no file in the bag")

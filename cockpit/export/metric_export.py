@@ -105,9 +105,13 @@ def _add_tensorboard(payload: Payload, run_id: str, base: str, path: Path,
     if path.name.startswith(TB_PREFIX):
         files, label = ([path] if path.is_file() else []), path.parent.name or "tensorboard"
     else:
-        with os.scandir(path) as children:
-            files = sorted(Path(c.path) for c in children
-                           if c.name.startswith(TB_PREFIX) and c.is_file())
+        try:
+            with os.scandir(path) as children:
+                files = sorted(Path(c.path) for c in children
+                               if c.name.startswith(TB_PREFIX) and c.is_file())
+        except OSError as exc:
+            payload.skip(path, f"cannot be listed: {exc.strerror or exc}")
+            files = []
         label = path.name or "tensorboard"
     if len(files) > MAX_EVENT_FILES:
         payload.skip(path, f"{len(files)} event files: only the first {MAX_EVENT_FILES} "
@@ -115,7 +119,11 @@ def _add_tensorboard(payload: Payload, run_id: str, base: str, path: Path,
         files = files[:MAX_EVENT_FILES]
     folder = _free_folder(payload, f"{base}/metrics/{label}")
     for file in files:
-        size = file.stat().st_size
+        try:
+            size = file.stat().st_size
+        except OSError as exc:  # gone since it was listed
+            payload.skip(file, f"cannot be read: {exc.strerror or exc}")
+            continue
         if size == 0:
             payload.skip(file, "an empty event file (nothing was flushed to it)")
             continue
