@@ -196,8 +196,9 @@ def test_sample_export_is_a_valid_verified_bag(exported):
     assert result.verified, result.verify.render()
     assert result.verify.reload_checked
     names = {c.name for c in result.verify.checks}
-    assert names == {"bag valid", "runs accounted for", "expected ids", "no empty file",
-                     "no temporary paths", "adapters pinned", "artifacts reload", "environment"}
+    assert names == {"bag valid", "runs accounted for", "metrics exported", "expected ids",
+                     "no empty file", "no temporary paths", "adapters pinned",
+                     "artifacts reload", "environment"}
     info = (result.bag_dir / "bag-info.txt").read_text()
     for words in ("Campaign-Id: sample-close", "Order-Reference: ITG-4711",
                   "Offer: 1 x rtx4090-3d", "Window: 2026-12-02T08:00:00+00:00",

@@ -14,8 +14,9 @@ from cockpit.export.temp_paths import is_temporary
 from cockpit.runs.reload_check import verify_checkpoint
 from tests.test_export_sample import NOW, build_sample, ok_verifier
 
-CHECKS = ("bag valid", "runs accounted for", "expected ids", "no empty file",
-          "no temporary paths", "adapters pinned", "artifacts reload", "environment")
+CHECKS = ("bag valid", "runs accounted for", "metrics exported", "expected ids",
+          "no empty file", "no temporary paths", "adapters pinned", "artifacts reload",
+          "environment")
 
 
 @pytest.fixture(scope="module")

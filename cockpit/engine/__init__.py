@@ -119,7 +119,7 @@ class Engine(Guarding):
             journal_problems=tuple(self.journal.problems()), events=tuple(self._recent),
             rules_hash=self._rules_hash, auto=self.auto, new_events=tuple(self._fresh),
             decided_planned_s=self._decided_planned_s(state), machine=self.machine,
-            machines=self._machine_views(now))
+            machines=self._machine_views(now), export_bytes=self._export_bytes)
         self._fresh = []
         return build_snapshot(self.campaign, state, obs, now)
 

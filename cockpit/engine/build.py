@@ -66,6 +66,7 @@ class Observations:
     decided_planned_s: Mapping[str, float] = field(default_factory=dict)
     machine: int | None = 1
     machines: tuple[MachineView, ...] = ()
+    export_bytes: int | None = None  # the real size of the newest export written (D19)
 
 
 
@@ -119,7 +120,7 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
     used = min(max((now - pkg.start).total_seconds() / window_s * 100, 0.0), 100.0)
     times = closing_times(campaign, expected_export_bytes(campaign, {
         run_id: view.newest.size_bytes if view.newest else None
-        for run_id, view in obs.checkpoints.items()}))
+        for run_id, view in obs.checkpoints.items()}), obs.export_bytes)
     deadline = retrieve_by(campaign, times)
     window = WindowView(
         start=pkg.start, end=pkg.end, remaining_s=(pkg.end - now).total_seconds(),

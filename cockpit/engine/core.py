@@ -39,6 +39,7 @@ from cockpit.fleet.peers import PeerSet, merge_events
 from cockpit.history import history_of
 from cockpit.hooks import HookRunner
 from cockpit.journal import Journal, parse_time
+from cockpit.planning.deadline import export_size
 from cockpit.printable import printable
 from cockpit.runs.checkpoint_verifier import BackgroundVerifier
 from cockpit.runs.checkpoints import CheckpointScan, CheckpointScanner
@@ -140,6 +141,8 @@ class EngineCore:
         self._stream_attempt: dict[str, Any] = {}
         self._state: CampaignState | None = None
         self._history: list[Mapping[str, Any]] = []
+        # The real size of the newest export written (D19: retrieval at the transfer rate).
+        self._export_bytes: int | None = None
         self._state_seq = -1
         self._events_seen = 0
         self._recent: deque[EventLine] = deque(maxlen=RECENT_EVENTS)
@@ -199,6 +202,8 @@ class EngineCore:
             for ev in events[self._events_seen:]:
                 if "key" in ev:
                     self._keys.add(str(ev["key"]))
+                if (size := export_size(ev)) is not None:
+                    self._export_bytes = size
                 seq = int(ev.get("seq", 0))
                 self._mono_at.setdefault(seq, mono if seq > self._opened_seq else
                                          mono - max(0.0, (steady - parse_t(ev)).total_seconds()))

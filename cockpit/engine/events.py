@@ -181,7 +181,7 @@ _KINDS = (
               ("message", "source", "key", "gpu", "event"),
               lambda ev: f"warning: {ev.get('message')}"),
     EventKind("export_done", "export.bag",
-              ("path", "root", "size", "tar", "sha256", "verified", "artifacts",
+              ("path", "root", "size", "tar", "tar_size", "sha256", "verified", "artifacts",
                "reload_checked", "failures"),
               _export_done),
     EventKind("clock_jump", "engine (the tick's clock watch)",

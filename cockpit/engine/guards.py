@@ -236,7 +236,7 @@ class Guarding(Acting):
         if self.campaign.package.start > now:
             return
         fc = forecast(self.campaign, state, now, progress_of(self.campaign, self._streams)[0])
-        times = closing_times(self.campaign, self.expected_export_bytes())
+        times = closing_times(self.campaign, self.expected_export_bytes(), self._export_bytes)
         text = deadline_check(self.campaign, now, work_end(self.campaign, fc.stage_end),
                               exported, times)
         if text is None:

@@ -10,7 +10,8 @@ This module owns ``export_campaign``. What it writes (the *export root*, by defa
     <root>/export.json             what this export is (size, tar hash, verification)
 
 Payload (``data/``): the plan file byte for byte and its hash, the journal, per run its
-params, raw metric files, predictions, expected ids, outputs, stop reason and the
+params, raw metric files of every source (TensorBoard event files and their scalars as
+JSON lines: ``metric_export``), predictions, expected ids, outputs, stop reason and the
 artifact chosen for the result; ``manifest.json``, ``REPORT.md`` + ``timeline.svg``,
 ``RELOAD.md`` + ``reload.json``.
 
@@ -59,7 +60,8 @@ from cockpit.conclusion import conclude, conclusion_spec
 from cockpit.export.bagit_files import fetch_target, fetch_text, write_bag_files, write_tar
 from cockpit.export.export_checks import HISTORY_FILE
 from cockpit.export.hashing import HashCache
-from cockpit.export.payload import Payload, existing_metric_files, run_status
+from cockpit.export.metric_export import add_run_metrics
+from cockpit.export.payload import Payload, run_status
 from cockpit.export.provenance_files import (
     add_provenance,
     add_reload_script,
@@ -235,6 +237,7 @@ def export_campaign(
         result.event = log.append(
             "export_done", now=now, path=str(result.bag_dir), root=str(root),
             size=result.size_bytes, tar=str(result.tar_path) if result.tar_path else None,
+            tar_size=result.tar_bytes if result.tar_path else None,
             sha256=result.tar_sha256, verified=result.verified, artifacts=artifacts,
             reload_checked=verify_reload,
             failures=list(result.verify.failures) if result.verify else [], **extra)
@@ -321,10 +324,11 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
         elif run.params:
             text = json.dumps(run.params, indent=2, sort_keys=True, default=str) + "\n"
             files["params"] = payload.add_bytes(f"{base}/params.json", text.encode()).path
-        for metric_path in existing_metric_files(campaign, run_id):
-            entry = payload.add_file(f"{base}/metrics/{metric_path.name}", metric_path)
-            if entry:
-                files["metrics"].append(entry.path)
+        # Every metrics source, TensorBoard's event files and their scalars included.
+        metrics = add_run_metrics(payload, campaign, run_id, base)
+        files["metrics"] = metrics.files
+        files["metric_sources"] = metrics.sources
+        warnings.extend(metrics.warnings)
         if run.predictions is not None:
             found = payload.add_path(f"{base}/predictions/{run.predictions.name}",
                                      campaign.resolve(run.predictions))

@@ -1,14 +1,15 @@
 """The checks of verify-export, each on its own (D22, D23).
 
 This module owns ``Check`` and the checks that ``verifier.verify_export`` runs on a
-bag: bag valid (bagit), runs accounted for, expected ids, no empty file, adapters
-pinned, artifacts reload. The "no temporary paths" check lives in ``temp_paths``.
+bag: bag valid (bagit), runs accounted for, metrics exported, expected ids, no empty
+file, adapters pinned, artifacts reload. The "no temporary paths" check lives in ``temp_paths``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,7 +148,8 @@ def _journal_verdicts(bag: Path) -> dict[str, str]:
     return verdicts
 
 
-def _plan_runs(bag: Path, manifest: dict[str, Any]) -> tuple[list[str], str | None]:
+def _plan_doc(bag: Path, manifest: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The bag's copy of the campaign file, parsed ({} and why not, in words)."""
     plan_info = manifest.get("plan")
     plan = bag_member(bag, plan_info.get("path")) if isinstance(plan_info, dict) else None
     if plan is None or not plan.is_file():
@@ -155,14 +157,21 @@ def _plan_runs(bag: Path, manifest: dict[str, Any]) -> tuple[list[str], str | No
             if (bag / "data" / "plan").is_dir() else []
         plan = candidates[0] if candidates else None
     if plan is None:
-        return [], "the plan copy is missing from data/plan/"
+        return {}, "the plan copy is missing from data/plan/"
     try:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser when present
         doc = yaml.load(plan.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
     except (OSError, yaml.YAMLError) as exc:
-        return [], f"the plan copy cannot be read: {exc}"
+        return {}, f"the plan copy cannot be read: {exc}"
     if not isinstance(doc, dict):
-        return [], "the plan copy is not a campaign file"
+        return {}, "the plan copy is not a campaign file"
+    return doc, None
+
+
+def _plan_runs(bag: Path, manifest: dict[str, Any]) -> tuple[list[str], str | None]:
+    doc, problem = _plan_doc(bag, manifest)
+    if problem:
+        return [], problem
     runs = list(doc.get("runs") or {}) if isinstance(doc.get("runs"), dict) else []
     for stage in doc.get("stages") or []:
         if isinstance(stage, dict) and isinstance(stage.get("run"), str) \
@@ -205,6 +214,75 @@ def runs_accounted(bag: Path, manifest: dict[str, Any]) -> Check:
             warnings.append(f"run {run_id} is in the export but not in the plan")
     detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     return Check(name, not failures, tuple(failures), tuple(warnings), detail)
+
+
+def _declared_metrics(doc: dict[str, Any], run_id: str) -> list[str]:
+    """The ``metrics:`` paths the plan copy declares for a run (a string or a list)."""
+    runs = doc.get("runs")
+    run = runs.get(run_id) if isinstance(runs, dict) else None
+    value = run.get("metrics") if isinstance(run, dict) else None
+    if isinstance(value, str):
+        return [value]
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def metrics_exported(bag: Path, manifest: dict[str, Any]) -> Check:
+    """Each accepted run's metrics are in the bag (D22): every file the manifest lists
+    under ``files.metrics`` is a file of the bag, and every source the plan copy declares
+    (``runs.<id>.metrics``) has at least one file there. A run whose metrics were read
+    live all campaign long and left out of the bag is not a verified export."""
+    name = "metrics exported"
+    doc, _problem = _plan_doc(bag, manifest)  # no plan copy: runs accounted for says so
+    failures: list[str] = []
+    warnings: list[str] = []
+    checked = 0
+    runs = manifest.get("runs")
+    for run_id, entry in (runs.items() if isinstance(runs, dict) else ()):
+        if not isinstance(entry, dict) or entry.get("status") != "accepted":
+            continue
+        files = _json_dict(entry.get("files"))
+        listed = _json_list(files.get("metrics"))
+        present = 0
+        for rel in listed:
+            target = bag_member(bag, rel)
+            if target is None or not target.is_file():
+                failures.append(f"run {run_id}: the metrics file {rel!r} listed in "
+                                "data/manifest.json is not in the bag")
+            else:
+                present += 1
+        declared = _declared_metrics(doc, str(run_id))
+        sources = _json_list(files.get("metric_sources"))
+        if declared and not present:
+            failures.append(f"run {run_id} is accepted but none of its metrics is in the "
+                            f"bag (runs.{run_id}.metrics in the plan: {', '.join(declared)}): "
+                            "its curves are not exported")
+        elif declared:
+            for path in declared:
+                # As the plan spells it ("./logs/tb"), or as the export wrote it ("logs/tb").
+                mine = [s for s in sources if isinstance(s, dict)
+                        and isinstance(s.get("declared"), str)
+                        and posixpath.normpath(s["declared"]) == posixpath.normpath(path)]
+                if not any(isinstance(s.get("files"), list) and s["files"] for s in mine):
+                    failures.append(f"run {run_id}: its metrics source {path!r} (runs.{run_id}"
+                                    ".metrics in the plan) has no file in the bag")
+        for source in sources:
+            if isinstance(source, dict) and source.get("format") == "tensorboard" \
+                    and source.get("files") and not source.get("scalars"):
+                warnings.append(f"run {run_id}: the TensorBoard events of "
+                                f"{source.get('source')!r} are in the bag without their "
+                                "scalars as JSON lines")
+        checked += bool(declared or listed)
+    detail = f"{checked} accepted run(s) with metrics" if checked else \
+        "no accepted run reports metrics"
+    return Check(name, not failures, tuple(failures), tuple(warnings), detail)
+
+
+def _json_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _json_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _as_list(value: Any) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +82,32 @@ class Payload:
             out.flush()
             os.fsync(out.fileno())
         entry = FileEntry(self._rel(target), hashlib.sha256(data).hexdigest(), len(data))
+        self.files[entry.path] = entry
+        return entry
+
+    def add_lines(self, rel: str, lines: Iterable[bytes]) -> FileEntry | None:
+        """A file written from ``lines`` as they come (never whole in memory), hashed on
+        its way; None, and nothing written, when there is no line."""
+        digest = hashlib.sha256()
+        size = 0
+        target: Path | None = None
+        out = None
+        try:
+            for line in lines:
+                if out is None:
+                    target = self._target(rel)
+                    out = open(target, "wb")  # noqa: SIM115 - closed below, kept open across lines
+                out.write(line)
+                digest.update(line)
+                size += len(line)
+            if out is None or target is None:
+                return None
+            out.flush()
+            os.fsync(out.fileno())
+        finally:
+            if out is not None:
+                out.close()
+        entry = FileEntry(self._rel(target), digest.hexdigest(), size)
         self.files[entry.path] = entry
         return entry
 
@@ -215,14 +242,3 @@ def run_status(campaign: Campaign, state: CampaignState, run_id: str) -> tuple[s
         return "unjudged", "finished, never accepted or rejected"
     return run.state, ""
 
-
-def existing_metric_files(campaign: Campaign, run_id: str) -> list[Path]:
-    from cockpit.acceptance import metric_paths
-
-    found: list[Path] = []
-    for path in metric_paths(campaign, run_id):
-        if path.is_file():
-            found.append(path)
-        elif path.is_dir():
-            found += sorted(p for p in path.rglob("trainer_state.json") if p.is_file())
-    return found

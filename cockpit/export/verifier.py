@@ -6,6 +6,9 @@ This module owns ``verify_export(bag_dir)``, run at the end of every export and 
 - bag valid: every payload and tag hash matches, nothing missing or extra (bagit);
 - runs accounted for: every run of the plan copy is accepted, stopped with a reason,
   dropped by a decision, rejected or failed with a reason, or not run;
+- metrics exported: each accepted run's metrics are in the bag (every file the
+  manifest lists, at least one file of every source the plan declares: a TensorBoard
+  run's event files and their scalars as JSON lines);
 - expected ids: each accepted run's predictions hold exactly its expected ids;
 - no empty file;
 - no temporary paths: no text/JSON/YAML payload file points into /tmp, /var/tmp,
@@ -44,6 +47,7 @@ from cockpit.export.export_checks import (
     artifacts_reload,
     bag_valid,
     expected_ids,
+    metrics_exported,
     no_empty,
     runs_accounted,
 )
@@ -156,6 +160,7 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
         manifest = {}
     else:
         report.checks.append(runs_accounted(bag, manifest))
+    report.checks.append(metrics_exported(bag, manifest))
     report.checks.append(expected_ids(bag, manifest))
     report.checks.append(no_empty(bag))
     folder = campaign_folder or manifest.get("campaign_folder")

@@ -4,12 +4,18 @@
 
 - export time: the plan's export stage (``role: export`` or the id ``export``), else
   ``deadline.export_hours`` (default 2 h);
-- retrieval time: the export's expected size at ``settings.transfer_rate_mb_s`` when
-  both are known, else ``deadline.retrieve_hours`` (default 1 h).
+- retrieval time: the larger of the plan's retrieval stage (``role: retrieval`` or the
+  id ``retrieval``) and the export's size at ``settings.transfer_rate_mb_s`` (MB = 2**20
+  bytes, as everywhere), where the size is the expected one (the newest checkpoints)
+  before an export is written and its real size (the tar, or the bag without one) after,
+  or the expected one if checkpoints written since make that larger. Without a
+  retrieval stage the size at the rate alone; with neither known,
+  ``deadline.retrieve_hours`` (default 1 h).
 
 ``cockpit status``, the TUI, headless and the deadline guard all read this one number:
 the work before the closing stages must end by then. Pure functions; the caller says
-how big the export is expected to be.
+how big the export is expected to be and how big the one written is
+(``export_size`` of its ``export_done`` event).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.units import format_bytes, format_duration
@@ -44,20 +51,50 @@ def is_closing(stage: Stage) -> bool:
     return stage.effective_role in CLOSING_ROLES
 
 
-def closing_times(campaign: Campaign, expected_bytes: int | None = None) -> ClosingTimes:
+def closing_times(campaign: Campaign, expected_bytes: int | None = None,
+                  export_bytes: int | None = None) -> ClosingTimes:
+    """Export and retrieval times (see the module). ``expected_bytes``: the export's
+    expected size; ``export_bytes``: the real size of the export written (None: none)."""
     export = next((s for s in campaign.stages if s.effective_role == "export"), None)
     if export is not None:
         export_s, export_from = export.seconds, f"stage {export.id}"
     else:
         export_s, export_from = campaign.deadline.export_s, "deadline.export_hours"
-    rate = campaign.settings.transfer_rate_bytes_s
-    if expected_bytes and rate:
-        retrieve_s = expected_bytes / rate
-        retrieve_from = (f"{format_bytes(expected_bytes)} at "
-                         f"{rate / 2**20:g} MB/s")
-    else:
-        retrieve_s, retrieve_from = campaign.deadline.retrieve_s, "deadline.retrieve_hours"
+    retrieve_s, retrieve_from = retrieval_time(campaign, expected_bytes, export_bytes)
     return ClosingTimes(export_s, export_from, retrieve_s, retrieve_from)
+
+
+def retrieval_time(campaign: Campaign, expected_bytes: int | None,
+                   export_bytes: int | None) -> tuple[float, str]:
+    """(seconds, where from): the time reserved to bring the export home (D19)."""
+    stage = next((s for s in campaign.stages if s.effective_role == "retrieval"), None)
+    rate = campaign.settings.transfer_rate_bytes_s
+    size = max(export_bytes or 0, expected_bytes or 0)
+    by_size: tuple[float, str] | None = None
+    if size and rate:
+        what = "export" if export_bytes and export_bytes >= (expected_bytes or 0) \
+            else "expected export"
+        by_size = (size / rate, f"{format_bytes(size)} {what} at {rate / 2**20:g} MB/s")
+    if stage is not None:
+        if by_size is not None and by_size[0] > stage.seconds:
+            return by_size[0], f"{by_size[1]}, more than stage {stage.id}"
+        return stage.seconds, f"stage {stage.id}"
+    if by_size is not None:
+        return by_size
+    return campaign.deadline.retrieve_s, "deadline.retrieve_hours"
+
+
+def export_size(event: Mapping[str, Any]) -> int | None:
+    """The real size of the export an ``export_done`` event wrote: its tar (what is
+    fetched), else the bag; None for another event or for an export kept beside the
+    current one after failing verification (the current one is still what is fetched)."""
+    if event.get("kind") != "export_done" or event.get("kept_failed"):
+        return None
+    for key in ("tar_size", "size"):
+        value = event.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def expected_export_bytes(campaign: Campaign, newest_sizes: Mapping[str, int | None]

@@ -17,6 +17,7 @@ import re
 import stat
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -551,6 +552,14 @@ class TensorBoardReader(MetricReader):
             except Exception as exc:  # noqa: BLE001 - a damaged record: counted, skipped
                 self._count_garbage(None, f"{name}: {exc}")
         return self._finish(batch, now)
+
+    def read_all(self) -> Iterator[MetricPoint]:
+        """Every point the files hold now, poll after poll until nothing is left pending
+        (the export's full read of a copy that no longer grows)."""
+        while True:
+            yield from self.poll().points
+            if not self._pending:
+                return
 
     def _take_event(self, event: Any, tensor_util: Any, batch: ReadBatch) -> None:
         if not event.HasField("summary"):
