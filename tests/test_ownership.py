@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cockpit.campaign import load_campaign
@@ -220,6 +220,9 @@ _PLAN: dict[str, Campaign] = {}
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(peer=st.lists(st.tuples(st.floats(0, 12), _peer_event), max_size=25))
+# Found by the property once: machine 2 starting its own stage with machine 1's run.
+@example(peer=[(1.0, {"kind": "stage_started", "stage": "variant", "run": "control"})])
+@example(peer=[(1.0, {"kind": "run_started", "stage": "pilot", "run": "variant"})])
 def test_no_peer_event_changes_this_machines_stages(tmp_path_factory: pytest.TempPathFactory,
                                                    peer: list[tuple[float, dict[str, Any]]]
                                                    ) -> None:

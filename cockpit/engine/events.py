@@ -219,20 +219,26 @@ SCOPE: dict[str, str] = {
 assert set(SCOPE) == set(EVENT_KINDS), "every event kind has an owner rule"
 
 
-def owner(campaign: Campaign, event: Event) -> int | None:
-    """The machine whose stage or run the event is about (None: it names none of the
-    plan's, or its kind is campaign-wide or local)."""
+def owners(campaign: Campaign, event: Event) -> list[tuple[str, int]]:
+    """The plan's stages and runs the event names, with the machine each runs on (none:
+    it names none of the plan's, or its kind is campaign-wide or local). An event may
+    name a stage and a run: both count, so a machine's ``stage_started`` of its own stage
+    cannot carry another machine's run."""
     scope = SCOPE.get(str(event.get("kind")))
-    stage_id, run_id = event.get("stage"), event.get("run")
-    if scope == RUN and isinstance(run_id, str):
+    if scope not in (STAGE, RUN, DECISION):
+        return []
+    named: list[tuple[str, int]] = []
+    run_id, stage_id = event.get("run"), event.get("stage")
+    if isinstance(run_id, str):
         of_run = campaign.stage_of_run(run_id)
-        return of_run.machine if of_run is not None else None
-    if scope in (STAGE, RUN, DECISION) and isinstance(stage_id, str):
+        if of_run is not None:
+            named.append((f"run {run_id}", of_run.machine))
+    if isinstance(stage_id, str):
         try:
-            return campaign.stage(stage_id).machine
+            named.append((f"stage {stage_id}", campaign.stage(stage_id).machine))
         except KeyError:
-            return None
-    return None
+            pass
+    return named
 
 
 def refusal(campaign: Campaign, event: Event, writer: int,
@@ -242,18 +248,14 @@ def refusal(campaign: Campaign, event: Event, writer: int,
     a decision of ``writer`` dropped. ``any`` and ``local`` kinds: None (a local record
     is the caller's to skip: it is a machine's own record, not an offence)."""
     kind = str(event.get("kind"))
-    scope = SCOPE.get(kind)
-    if scope not in (STAGE, RUN, DECISION):
-        return None
-    machine = owner(campaign, event)
-    if machine is None or machine == writer:
-        return None
-    if kind == "stage_dropped" and event.get("stage") in dropped_by:
-        return None  # dropped by that machine's own decision
-    what = (f"run {event.get('run')}" if scope == RUN and isinstance(event.get("run"), str)
-            else f"stage {event.get('stage')}")
-    return (f"{what} runs on machine {machine}; a machine writes {kind} only for its own "
-            "stages")
+    for what, machine in owners(campaign, event):
+        if machine == writer:
+            continue
+        if kind == "stage_dropped" and event.get("stage") in dropped_by:
+            continue  # dropped by that machine's own decision
+        return (f"{what} runs on machine {machine}; a machine writes {kind} only for its "
+                "own stages")
+    return None
 
 
 FIELD_LIMIT = 1000  # characters of one field in an event's line (a long note stays whole)
