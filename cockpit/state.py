@@ -99,6 +99,10 @@ class RunState:
     verdict: str | None = None  # "accepted" | "rejected" | None
     verdict_reason: str | None = None
     verdict_override: bool = False  # accepted although its acceptance checks failed
+    # The keys of the acceptance checks a rejection failed ("metric:val/accuracy", ...;
+    # :class:`cockpit.acceptance.Judgement`); None: unknown (a person's rejection, or a
+    # journal from before the keys were kept). The conclusion reads them (D2).
+    verdict_failed: tuple[str, ...] | None = None
     verified: tuple[dict[str, Any], ...] = ()  # checkpoint_verified events, oldest first
     measured_s: float | None = None  # as StageState.measured_s
 
@@ -293,7 +297,8 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
                            pgid=ev.get("pgid"), create_time=ev.get("create_time"),
                            marker=ev.get("marker"), gpus=tuple(ev.get("gpus") or ()),
                            exit_code=None, exit_file=ev.get("exit_file"), stop=None,
-                           measured_s=None, verdict=None, verdict_reason=None)
+                           measured_s=None, verdict=None, verdict_reason=None,
+                       verdict_failed=None)
         elif kind == "stage_finished" and stage is not None:
             stage.update(state=ev.get("outcome", DONE), ended_at=_when(ev),
                          exit_code=ev.get("code"), reason=ev.get("reason"), claim=None,
@@ -309,7 +314,8 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
                        marker=ev.get("marker"), params_hash=ev.get("params_hash"),
                        gpus=tuple(ev.get("gpus") or ()),
                        exit_code=None, exit_file=ev.get("exit_file"), stop=None,
-                       measured_s=None, verdict=None, verdict_reason=None)
+                       measured_s=None, verdict=None, verdict_reason=None,
+                       verdict_failed=None)
         elif kind == "run_exited" and run is not None and ev.get("attempt") == run.get("attempt"):
             code = ev.get("code")
             stop = run.get("stop")
@@ -356,9 +362,12 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
         elif kind in ("result_accepted", "result_rejected") and run is not None:
             # A later verdict replaces an earlier one: the last one stands (verdicts come
             # only from the run's own machine: the ownership table).
+            failed = ev.get("failed")
             run.update(verdict="accepted" if kind == "result_accepted" else "rejected",
                        verdict_reason=ev.get("reason"),
-                       verdict_override=ev.get("override") is True)
+                       verdict_override=ev.get("override") is True,
+                       verdict_failed=tuple(str(f) for f in failed)
+                       if kind == "result_rejected" and isinstance(failed, list) else None)
         elif kind == "checkpoint_verified" and isinstance(run_id, str):
             verified.setdefault(run_id, []).append(dict(ev))
 
@@ -382,6 +391,7 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
             exit_code=d.get("exit_code"), exit_file=d.get("exit_file"), stop=d.get("stop"),
             verdict=d.get("verdict"), verdict_reason=d.get("verdict_reason"),
             verdict_override=d.get("verdict_override", False),
+            verdict_failed=d.get("verdict_failed"),
             verified=tuple(verified.get(rid, ())), measured_s=d.get("measured_s"),
         )
         for rid, d in runs.items()
