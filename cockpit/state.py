@@ -80,6 +80,32 @@ class StopInfo:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """An earlier attempt of a run, restarted since (``start --force``, D15): its time
+    stays a cost and its stop a reason, whatever the later attempts did."""
+
+    attempt: int | None
+    state: str  # what it ended as: succeeded, failed, stopped (running: no end recorded)
+    started_at: datetime | None
+    ended_at: datetime | None
+    measured_s: float | None
+    gpus: tuple[int, ...]
+    exit_code: int | None
+    stop: StopInfo | None
+    stage: str | None = None
+
+    def elapsed_s(self, until: datetime | None) -> float:
+        """Seconds it ran: measured, else wall time to its end (or ``until``: an attempt
+        superseded without a recorded end held its GPUs at most until the next start)."""
+        if self.measured_s is not None and self.ended_at is not None:
+            return self.measured_s
+        end = self.ended_at or until
+        if self.started_at is None or end is None:
+            return 0.0
+        return max((end - self.started_at).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True)
 class RunState:
     id: str
     stage: str | None = None
@@ -105,6 +131,15 @@ class RunState:
     verdict_failed: tuple[str, ...] | None = None
     verified: tuple[dict[str, Any], ...] = ()  # checkpoint_verified events, oldest first
     measured_s: float | None = None  # as StageState.measured_s
+    earlier: tuple[Attempt, ...] = ()  # the attempts before this one, oldest first (D15)
+
+    def attempts(self) -> tuple[Attempt, ...]:
+        """Every attempt, oldest first, this one last (none when it never started)."""
+        if self.started_at is None:
+            return self.earlier
+        return self.earlier + (Attempt(self.attempt, self.state, self.started_at,
+                                       self.ended_at, self.measured_s, self.gpus,
+                                       self.exit_code, self.stop, self.stage),)
 
 
 @dataclass(frozen=True)
@@ -290,6 +325,7 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
                          create_time=ev.get("create_time"), exit_file=ev.get("exit_file"),
                          marker=ev.get("marker"), claim=None)
             if run is not None and ev.get("pid") is not None:
+                _keep_attempt(run, ev.get("seq"))
                 # The run starts with its stage: a cockpit killed between the two appends
                 # (stage_started, then run_started) must not leave a live run unseen.
                 run.update(stage=stage_id, state=RUNNING, attempt=ev.get("seq"),
@@ -308,6 +344,7 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
             stage.update(state=SKIPPED if kind == "stage_skipped" else DROPPED,
                          ended_at=_when(ev), reason=ev.get("note") or ev.get("reason"))
         elif kind == "run_started" and run is not None:
+            _keep_attempt(run, ev.get("attempt"))
             run.update(stage=stage_id, state=RUNNING, attempt=ev.get("attempt"),
                        started_at=_when(ev), ended_at=None, pid=ev.get("pid"),
                        pgid=ev.get("pgid"), create_time=ev.get("create_time"),
@@ -393,6 +430,7 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
             verdict_override=d.get("verdict_override", False),
             verdict_failed=d.get("verdict_failed"),
             verified=tuple(verified.get(rid, ())), measured_s=d.get("measured_s"),
+            earlier=tuple(d.get("earlier", ())),
         )
         for rid, d in runs.items()
     }
@@ -415,6 +453,16 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
         last_seq=last_seq,
         not_folded=tuple(refused),
     ), kept
+
+
+def _keep_attempt(run: dict[str, Any], attempt: Any) -> None:
+    """Before a new attempt replaces a run's fields, keep the one it replaces (D15)."""
+    if run.get("started_at") is None or run.get("attempt") == attempt:
+        return  # never started, or the same attempt (stage_started, then run_started)
+    run.setdefault("earlier", []).append(Attempt(
+        run.get("attempt"), run.get("state", NOT_STARTED), run.get("started_at"),
+        run.get("ended_at"), run.get("measured_s"), tuple(run.get("gpus") or ()),
+        run.get("exit_code"), run.get("stop"), run.get("stage")))
 
 
 def _dropped_warnings(dropped: list[Dropped]) -> tuple[str, ...]:
