@@ -62,7 +62,7 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
              + (f", order {pkg.order_ref}" if pkg.order_ref else "") + ".",
              f"Report written {_t(now)} UTC. The plan is quoted as decided (sha256 "
              f"`{decided.sha256[:12]}`); realized facts come from the journal (D24).", ""]
-    changes = plan_changes(events)
+    changes = plan_changes(events, campaign, now)  # the file now too, journaled or not
     if state.plan_changed and decided is campaign:
         lines += ["> The campaign file changed after the plan was recorded, and the journal "
                   "holds only the decided plan's hash: the deviations below are against the "
