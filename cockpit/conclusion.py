@@ -127,6 +127,7 @@ class _Judged:
     state: str  # "accepted" | "rejected" (on the metric) | "missing" | "dropped"
     value: float | None
     why: str
+    ended: bool = True  # ended with a verdict, a crash or a stop: only a rerun helps
 
 
 def _judge(state: CampaignState, run_id: str, metric: str,
@@ -154,14 +155,18 @@ def _judge(state: CampaignState, run_id: str, metric: str,
         why += f": a stopped run is not judged on {metric}"
     elif run is not None and run.verdict == "rejected":
         why += f": not a verdict on {metric}"
-    return _Judged(run_id, "missing", value, why)
+    ended = run is not None and (run.state in (FAILED, STOPPED) or run.verdict is not None)
+    return _Judged(run_id, "missing", value, why, ended)
 
 
 def _missing_text(missing: list[_Judged]) -> str:
-    runs = ", ".join(j.run for j in missing)
-    return (f"not judged on the question's metric: {'; '.join(f'{j.run}: {j.why}' for j in missing)}"
-            f" — rerun {'it' if len(missing) == 1 else 'them'} ({runs}), or decide "
-            "revise (D2: a crash or a rejection for another reason is no evidence)")
+    named = "; ".join(f"{j.run}: {j.why}" for j in missing)
+    ended = [j.run for j in missing if j.ended]
+    if not ended:
+        return f"some are not judged on the question's metric yet ({named})"
+    return (f"not judged on the question's metric: {named} — rerun "
+            f"{', '.join(ended)}, or decide revise (D2: a crash, a stop or a rejection for "
+            "another reason is no evidence against the hypothesis)")
 
 
 def _dropped_tail(dropped: list[_Judged]) -> str:
@@ -228,8 +233,12 @@ def conclude(campaign: Campaign, state: CampaignState,
     margin_text = _fmt(spec.margin)
     not_counted = [f"{c.run}: {c.why}" for c in comparisons if not c.counted]
     tail = f" (not counted: {'; '.join(not_counted)})" if not_counted else ""
-    common = {"baseline": base, "baseline_value": base_value, "metric": metric,
-              "comparisons": tuple(comparisons), "reasons": tuple(not_counted)}
+
+    def answer(text: str, closed: bool, winners: tuple[str, ...] = ()) -> Conclusion:
+        return Conclusion(text=text, closed=closed, winners=winners, baseline=base,
+                          baseline_value=base_value, metric=metric,
+                          comparisons=tuple(comparisons), reasons=tuple(not_counted))
+
     if winners:
         parts = [f"{c.run} ({metric} {_fmt(c.value or 0)}, {'+' if (c.delta or 0) >= 0 else ''}"
                  f"{_fmt(c.delta or 0)})" for c in counted if c.beats]
@@ -239,20 +248,18 @@ def conclude(campaign: Campaign, state: CampaignState,
         losers = [c.run for c in counted if not c.beats]
         if losers:
             text += f"; {', '.join(losers)} do{'es' if len(losers) == 1 else ''} not"
-        return Conclusion(text=text + tail, closed=True, winners=winners, **common)
+        return answer(text + tail, True, winners)
     if missing:
-        return Conclusion(
-            text=f"the question cannot be closed yet: no variant beats the baseline {base} "
-                 f"by {margin_text} on {metric} so far, and "
-                 f"{_missing_text(missing)}{_dropped_tail(dropped)}", closed=False, **common)
+        return answer(f"the question cannot be closed yet: no variant beats the baseline "
+                      f"{base} by {margin_text} on {metric} so far, and "
+                      f"{_missing_text(missing)}{_dropped_tail(dropped)}", False)
     if not counted:
-        return Conclusion(
-            text=f"the question cannot be closed: no variant is a result judged on {metric} "
-                 f"to compare with the baseline {base}{tail}", closed=False, **common)
+        return answer(f"the question cannot be closed: no variant is a result judged on "
+                      f"{metric} to compare with the baseline {base}{tail}", False)
     text = (f"no variant beats the baseline {base} by {margin_text} on {metric} "
             f"({direction} is better; baseline {_fmt(base_value)}): a negative result "
             "that closes the question (D2)")
-    return Conclusion(text=text + tail, closed=True, **common)
+    return answer(text + tail, True)
 
 
 def question_variants(campaign: Campaign) -> tuple[str, ...]:

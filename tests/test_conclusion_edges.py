@@ -62,7 +62,8 @@ def test_a_crash_a_wrong_rejection_and_a_low_value_conclude_differently(
         assert exit_code == 4, out  # every essential stage done, the question open
         assert text.startswith("the question cannot be closed yet: no variant reaches "
                                "val/accuracy >= 1.1 so far")
-        assert "variant-a: failed (exit code 1): a crash says nothing of val/accuracy" in text
+        assert "variant-a: failed (exit code 1): a crash says nothing of val/accuracy " \
+               "— rerun variant-a, or decide revise" in text
         assert "closes the question" not in text
     elif case == "wrongly-rejected":
         assert exit_code == 4, out
