@@ -21,7 +21,8 @@ import csv
 import io
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -169,27 +170,58 @@ def reload_artifact(campaign: Campaign, run: Run, path: Path,
 # ------------------------------------------------------------------ evaluation
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """The acceptance checks' outcome: the verdict, a reason per check, and which checks
+    failed, by key (``metric:NAME``, ``predictions:WHAT``, ``checkpoint:reloads``, or
+    ``run`` when the run did not succeed and no check could run). The conclusion reads
+    the keys (D2): a run rejected only by its check on the question's metric is judged
+    on that metric; one rejected for another reason is not."""
+
+    ok: bool
+    reasons: list[str]
+    failed: tuple[str, ...] = ()
+
+
+def check_key(entry: Any) -> str:
+    """The key a failed acceptance entry is journaled under (``failed`` of a verdict)."""
+    if isinstance(entry, MetricCheck):
+        return f"metric:{entry.metric}"
+    if isinstance(entry, PredictionsCheck):
+        return f"predictions:{entry.what}"
+    return "checkpoint:reloads"
+
+
 def evaluate_acceptance(campaign: Campaign, state: CampaignState, run_id: str, *,
                         verifier: Verifier = verify_checkpoint,
                         now: datetime | None = None) -> tuple[bool, list[str]]:
     """(accepted, reasons in words). A stopped run is never accepted (D15).
 
     ``now``: the caller's clock (the engine's tick) for the checkpoint settle time."""
+    judged = judge_run(campaign, state, run_id, verifier=verifier, now=now)
+    return judged.ok, judged.reasons
+
+
+def judge_run(campaign: Campaign, state: CampaignState, run_id: str, *,
+              verifier: Verifier = verify_checkpoint,
+              now: datetime | None = None) -> Judgement:
+    """The acceptance checks of an ended run, each with its reason and key."""
     spec = campaign.runs.get(run_id)
     run = state.runs.get(run_id)
     if spec is None or run is None:
-        return False, [f"run {run_id!r} is not in the campaign"]
+        return Judgement(False, [f"run {run_id!r} is not in the campaign"], ("run",))
     if run.stop is not None or run.state == STOPPED:
         why = run.stop.reason if run.stop else "stopped"
-        return False, [f"stopped ({why}): a stopped run is never an accepted result (D15)"]
+        return Judgement(False, [f"stopped ({why}): a stopped run is never an accepted "
+                                 "result (D15)"], ("run",))
     if run.state == FAILED:
-        return False, [f"the run failed (exit code {run.exit_code})"]
+        return Judgement(False, [f"the run failed (exit code {run.exit_code})"], ("run",))
     if run.state != SUCCEEDED:
-        return False, [f"the run has not finished ({run.state})"]
+        return Judgement(False, [f"the run has not finished ({run.state})"], ("run",))
     if not spec.acceptance:
-        return False, ["the run declares no acceptance checks"]
+        return Judgement(False, ["the run declares no acceptance checks"], ("none",))
     reasons: list[str] = []
-    ok = True
+    failed: list[str] = []
     metrics: dict[str, float] | None = None
     evidence = run_evidence(campaign, state, run_id)
     for entry in spec.acceptance:
@@ -205,11 +237,14 @@ def evaluate_acceptance(campaign: Campaign, state: CampaignState, run_id: str, *
             passed, why = _predictions_check(campaign, spec, entry.what)
         else:
             passed, why = _checkpoint_check(campaign, spec, verifier, now)
-        ok = ok and passed
+        if not passed:
+            failed.append(check_key(entry))
         reasons.append(why)
     # What no check names still counts: a stop rule never saw its metric, a NaN loss.
     problems = evidence_problems(campaign.stop_rules, run_id, run.state, evidence)
-    return ok and not problems, reasons + problems
+    if problems:
+        failed.append("evidence")  # a reason beside the question's metric (D2)
+    return Judgement(not failed, reasons + problems, tuple(failed))
 
 
 def run_evidence(campaign: Campaign, state: CampaignState, run_id: str) -> Evidence:
@@ -325,9 +360,12 @@ def awaiting_verdict(campaign: Campaign, state: CampaignState) -> list[str]:
 
 
 def record_verdict(engine: Any, run_id: str, attempt: int | None, accepted: bool,
-                   reasons: list[str], now: datetime) -> dict[str, Any] | None:
+                   reasons: list[str], now: datetime,
+                   failed: Sequence[str] | None = None) -> dict[str, Any] | None:
     """Journal the verdict under the lock, unless another cockpit judged the run first
-    or a new attempt began meanwhile."""
+    or a new attempt began meanwhile. ``failed``: the keys of the checks that failed
+    (:class:`Judgement`), journaled with a rejection so the conclusion knows whether
+    the run was judged on the question's metric (D2)."""
     campaign: Campaign = engine.campaign
     spec = campaign.runs[run_id]
     with engine.journal.transaction() as txn:
@@ -335,9 +373,10 @@ def record_verdict(engine: Any, run_id: str, attempt: int | None, accepted: bool
         if current is None or current.verdict is not None or current.attempt != attempt:
             return None
         kind = "result_accepted" if accepted else "result_rejected"
+        extra: dict[str, Any] = {} if accepted or failed is None else {"failed": list(failed)}
         event: dict[str, Any] = txn.append(
             kind, now=now, run=run_id, stage=current.stage, result=spec.result_id,
-            reason="; ".join(reasons), checks=reasons, attempt=attempt, actor="auto")
+            reason="; ".join(reasons), checks=reasons, attempt=attempt, actor="auto", **extra)
         return event
 
 
@@ -355,9 +394,9 @@ def auto_accept(engine: Any, now: datetime, *,
     written: list[dict[str, Any]] = []
     for run_id in awaiting_verdict(campaign, state):
         run = state.runs[run_id]
-        accepted, reasons = evaluate_acceptance(campaign, state, run_id, verifier=verifier,
-                                                now=now)
-        event = record_verdict(engine, run_id, run.attempt, accepted, reasons, now)
+        judged = judge_run(campaign, state, run_id, verifier=verifier, now=now)
+        event = record_verdict(engine, run_id, run.attempt, judged.ok, judged.reasons, now,
+                               judged.failed)
         if event is not None:
             written.append(event)
     return written

@@ -17,7 +17,7 @@ from typing import Any
 from cockpit.campaign.model import Campaign
 from cockpit.printable import printable
 from cockpit.runs.supervisor import stage_gpus
-from cockpit.state import FAILED, NOT_STARTED, RUNNING, STOPPED, SUCCEEDED, CampaignState
+from cockpit.state import FAILED, RUNNING, STOPPED, SUCCEEDED, Attempt, CampaignState, RunState
 from cockpit.units import Money, format_hours, plain_amount
 
 
@@ -71,25 +71,68 @@ def rejections(campaign: Campaign, state: CampaignState) -> list[dict[str, Any]]
     return out
 
 
+def _attempt_gpus(campaign: Campaign, run_id: str, attempt: Attempt) -> int:
+    if attempt.gpus:
+        return len(attempt.gpus)
+    stage = next((s for s in campaign.stages if s.id == attempt.stage), None) \
+        or campaign.stage_of_run(run_id)
+    return len(stage_gpus(stage, campaign.package.offer.gpus)) if stage else 0
+
+
+def _attempt_seconds(run: RunState, index: int, now: datetime) -> float:
+    """Seconds attempt ``index`` of the run held its GPUs: measured (monotonic: a
+    wall-clock step while it ran is no GPU time), else wall time to its end; the attempt
+    running now counts to ``now``; an earlier one with no recorded end, to the next
+    attempt's start."""
+    attempts = run.attempts()
+    attempt = attempts[index]
+    if index + 1 < len(attempts):
+        return attempt.elapsed_s(attempts[index + 1].started_at)
+    return attempt.elapsed_s(now if run.state == RUNNING else None)
+
+
 def gpu_hours(campaign: Campaign, state: CampaignState, now: datetime) -> dict[str, float]:
-    """GPU-hours each run held: wall time (started -> ended, or now) x GPUs held.
+    """GPU-hours each run held: wall time (started -> ended, or now) x GPUs held, summed
+    over every attempt (a run restarted with ``start --force`` paid for each one).
 
     Stopped runs are included: an interrupted run stays an expense (D15).
     """
     out: dict[str, float] = {}
     for run_id, run in state.runs.items():
-        if run.state == NOT_STARTED or run.started_at is None:
+        attempts = run.attempts()
+        if not attempts:
             continue
-        end = run.ended_at or (now if run.state == RUNNING else run.started_at)
-        seconds = max((end - run.started_at).total_seconds(), 0.0)
-        if run.ended_at is not None and run.measured_s is not None:
-            seconds = run.measured_s  # monotonic: a wall-clock step while it ran is no GPU time
-        gpus = len(run.gpus)
-        if not gpus:
-            stage = next((s for s in campaign.stages if s.id == run.stage), None) \
-                or campaign.stage_of_run(run_id)
-            gpus = len(stage_gpus(stage, campaign.package.offer.gpus)) if stage else 0
-        out[run_id] = _hours(seconds * gpus)
+        out[run_id] = _hours(sum(_attempt_seconds(run, i, now)
+                                 * _attempt_gpus(campaign, run_id, a)
+                                 for i, a in enumerate(attempts)))
+    return out
+
+
+def earlier_attempts(campaign: Campaign, state: CampaignState,
+                     now: datetime) -> list[dict[str, Any]]:
+    """Every attempt a later one replaced: how it ended, why, and the GPU-hours it held
+    (D15: a stopped attempt keeps its reason and stays a cost)."""
+    out: list[dict[str, Any]] = []
+    for run_id, run in state.runs.items():
+        attempts = run.attempts()
+        for i, attempt in enumerate(attempts[:-1]):
+            stop = attempt.stop
+            if stop is not None:
+                step = f" at step {stop.step}" if stop.step is not None else ""
+                reason = f"stopped by {stop.rule}{step}: {stop.reason or 'no reason recorded'}"
+            elif attempt.state == FAILED:
+                reason = f"failed (exit code {attempt.exit_code})"
+            else:
+                reason = attempt.state.replace("_", " ")
+            out.append({"run": run_id, "attempt": i + 1, "of": len(attempts),
+                        "started": attempt.started_at.isoformat() if attempt.started_at
+                        else None,
+                        "ended": attempt.ended_at.isoformat() if attempt.ended_at else None,
+                        "outcome": "stopped" if stop is not None else attempt.state,
+                        "reason": reason, "rule": stop.rule if stop else None,
+                        "step": stop.step if stop else None,
+                        "gpu_hours": _hours(_attempt_seconds(run, i, now)
+                                            * _attempt_gpus(campaign, run_id, attempt))})
     return out
 
 
@@ -147,6 +190,7 @@ def budget(campaign: Campaign, state: CampaignState, now: datetime) -> dict[str,
         "undefined_reason": undefined,
         "rejections": rejections(campaign, state),
         "gpu_hours": gpu_hours(campaign, state, now),
+        "earlier_attempts": earlier_attempts(campaign, state, now),
     }
 
 
@@ -187,8 +231,16 @@ def render_budget(data: dict[str, Any]) -> str:
         lines.append("  not accepted:")
         for r in data["rejections"]:
             lines.append(f"    {r['run']}: {r['kind']} — {r['reason']}")
+    earlier = data.get("earlier_attempts") or []
     if data["gpu_hours"]:
+        counts = {e["run"]: e["of"] for e in earlier}
         lines.append("  GPU-hours held: " + ", ".join(
-            f"{run} {format_hours(h)}" for run, h in data["gpu_hours"].items()))
+            f"{run} {format_hours(h)}" + (f" ({counts[run]} attempts)" if run in counts else "")
+            for run, h in data["gpu_hours"].items()))
+    if earlier:
+        lines.append("  earlier attempts (restarted; each stays a cost, D15):")
+        for e in earlier:
+            lines.append(f"    {e['run']} attempt {e['attempt']} of {e['of']}: {e['reason']} "
+                         f"({format_hours(e['gpu_hours'])} GPU-hours)")
     # Cost labels, currencies and reasons are journal text (a peer's too).
     return "\n".join(printable(line, 2000) for line in lines)

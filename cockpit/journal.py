@@ -43,7 +43,8 @@ Event kinds the engine writes (not validated here; fields after the kind):
 - ``decision`` (stage, outcome: continue|limit|revise, drops, note)
 - ``note`` (stage, text)
 - ``cost`` (label, amount as a string (exact Decimal), currency)
-- ``result_accepted`` / ``result_rejected`` (run, reason)
+- ``result_accepted`` / ``result_rejected`` (run, reason; an automatic rejection also
+  ``failed``: the keys of the checks that failed, read by the conclusion, D2)
 - ``warning`` (message, source)
 - ``checkpoint_verified`` (run, path, ok, ...)
 

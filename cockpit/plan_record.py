@@ -74,9 +74,16 @@ class PlanChange:
     diff: str  # unified diff against the version before it ("" when a text is missing)
 
 
-def plan_changes(events: Iterable[Mapping[str, Any]]) -> list[PlanChange]:
-    """Each change after the decided plan, with its date and its diff."""
+def plan_changes(events: Iterable[Mapping[str, Any]], current: Campaign | None = None,
+                 now: datetime | None = None) -> list[PlanChange]:
+    """Each change after the decided plan, with its date and its diff: the versions the
+    journal holds and, given ``current`` (the file as it is now), the file itself when
+    the journal does not hold it yet — an edit that no tick journaled (the next one
+    will), dated ``now``. ``status`` compares the file with the journal the same way,
+    so REPORT.md lists an edit whether or not a tick ran in between (D24)."""
     versions = plan_versions(events)
+    if current is not None and versions and versions[-1].sha256 != current.sha256:
+        versions.append(PlanVersion(now or versions[-1].at, current.sha256, current.text))
     changes: list[PlanChange] = []
     for before, after in zip(versions, versions[1:], strict=False):
         diff = ""

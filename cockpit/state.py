@@ -80,6 +80,32 @@ class StopInfo:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """An earlier attempt of a run, restarted since (``start --force``, D15): its time
+    stays a cost and its stop a reason, whatever the later attempts did."""
+
+    attempt: int | None
+    state: str  # what it ended as: succeeded, failed, stopped (running: no end recorded)
+    started_at: datetime | None
+    ended_at: datetime | None
+    measured_s: float | None
+    gpus: tuple[int, ...]
+    exit_code: int | None
+    stop: StopInfo | None
+    stage: str | None = None
+
+    def elapsed_s(self, until: datetime | None) -> float:
+        """Seconds it ran: measured, else wall time to its end (or ``until``: an attempt
+        superseded without a recorded end held its GPUs at most until the next start)."""
+        if self.measured_s is not None and self.ended_at is not None:
+            return self.measured_s
+        end = self.ended_at or until
+        if self.started_at is None or end is None:
+            return 0.0
+        return max((end - self.started_at).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True)
 class RunState:
     id: str
     stage: str | None = None
@@ -99,8 +125,21 @@ class RunState:
     verdict: str | None = None  # "accepted" | "rejected" | None
     verdict_reason: str | None = None
     verdict_override: bool = False  # accepted although its acceptance checks failed
+    # The keys of the acceptance checks a rejection failed ("metric:val/accuracy", ...;
+    # :class:`cockpit.acceptance.Judgement`); None: unknown (a person's rejection, or a
+    # journal from before the keys were kept). The conclusion reads them (D2).
+    verdict_failed: tuple[str, ...] | None = None
     verified: tuple[dict[str, Any], ...] = ()  # checkpoint_verified events, oldest first
     measured_s: float | None = None  # as StageState.measured_s
+    earlier: tuple[Attempt, ...] = ()  # the attempts before this one, oldest first (D15)
+
+    def attempts(self) -> tuple[Attempt, ...]:
+        """Every attempt, oldest first, this one last (none when it never started)."""
+        if self.started_at is None:
+            return self.earlier
+        return self.earlier + (Attempt(self.attempt, self.state, self.started_at,
+                                       self.ended_at, self.measured_s, self.gpus,
+                                       self.exit_code, self.stop, self.stage),)
 
 
 @dataclass(frozen=True)
@@ -286,6 +325,7 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
                          create_time=ev.get("create_time"), exit_file=ev.get("exit_file"),
                          marker=ev.get("marker"), claim=None)
             if run is not None and ev.get("pid") is not None:
+                _keep_attempt(run, ev.get("seq"))
                 # The run starts with its stage: a cockpit killed between the two appends
                 # (stage_started, then run_started) must not leave a live run unseen.
                 run.update(stage=stage_id, state=RUNNING, attempt=ev.get("seq"),
@@ -293,7 +333,8 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
                            pgid=ev.get("pgid"), create_time=ev.get("create_time"),
                            marker=ev.get("marker"), gpus=tuple(ev.get("gpus") or ()),
                            exit_code=None, exit_file=ev.get("exit_file"), stop=None,
-                           measured_s=None, verdict=None, verdict_reason=None)
+                           measured_s=None, verdict=None, verdict_reason=None,
+                       verdict_failed=None)
         elif kind == "stage_finished" and stage is not None:
             stage.update(state=ev.get("outcome", DONE), ended_at=_when(ev),
                          exit_code=ev.get("code"), reason=ev.get("reason"), claim=None,
@@ -303,13 +344,15 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
             stage.update(state=SKIPPED if kind == "stage_skipped" else DROPPED,
                          ended_at=_when(ev), reason=ev.get("note") or ev.get("reason"))
         elif kind == "run_started" and run is not None:
+            _keep_attempt(run, ev.get("attempt"))
             run.update(stage=stage_id, state=RUNNING, attempt=ev.get("attempt"),
                        started_at=_when(ev), ended_at=None, pid=ev.get("pid"),
                        pgid=ev.get("pgid"), create_time=ev.get("create_time"),
                        marker=ev.get("marker"), params_hash=ev.get("params_hash"),
                        gpus=tuple(ev.get("gpus") or ()),
                        exit_code=None, exit_file=ev.get("exit_file"), stop=None,
-                       measured_s=None, verdict=None, verdict_reason=None)
+                       measured_s=None, verdict=None, verdict_reason=None,
+                       verdict_failed=None)
         elif kind == "run_exited" and run is not None and ev.get("attempt") == run.get("attempt"):
             code = ev.get("code")
             stop = run.get("stop")
@@ -356,9 +399,12 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
         elif kind in ("result_accepted", "result_rejected") and run is not None:
             # A later verdict replaces an earlier one: the last one stands (verdicts come
             # only from the run's own machine: the ownership table).
+            failed = ev.get("failed")
             run.update(verdict="accepted" if kind == "result_accepted" else "rejected",
                        verdict_reason=ev.get("reason"),
-                       verdict_override=ev.get("override") is True)
+                       verdict_override=ev.get("override") is True,
+                       verdict_failed=tuple(str(f) for f in failed)
+                       if kind == "result_rejected" and isinstance(failed, list) else None)
         elif kind == "checkpoint_verified" and isinstance(run_id, str):
             verified.setdefault(run_id, []).append(dict(ev))
 
@@ -382,7 +428,9 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
             exit_code=d.get("exit_code"), exit_file=d.get("exit_file"), stop=d.get("stop"),
             verdict=d.get("verdict"), verdict_reason=d.get("verdict_reason"),
             verdict_override=d.get("verdict_override", False),
+            verdict_failed=d.get("verdict_failed"),
             verified=tuple(verified.get(rid, ())), measured_s=d.get("measured_s"),
+            earlier=tuple(d.get("earlier", ())),
         )
         for rid, d in runs.items()
     }
@@ -405,6 +453,16 @@ def fold_history(campaign: Campaign, events: Iterable[Mapping[str, Any]], now: d
         last_seq=last_seq,
         not_folded=tuple(refused),
     ), kept
+
+
+def _keep_attempt(run: dict[str, Any], attempt: Any) -> None:
+    """Before a new attempt replaces a run's fields, keep the one it replaces (D15)."""
+    if run.get("started_at") is None or run.get("attempt") == attempt:
+        return  # never started, or the same attempt (stage_started, then run_started)
+    run.setdefault("earlier", []).append(Attempt(
+        run.get("attempt"), run.get("state", NOT_STARTED), run.get("started_at"),
+        run.get("ended_at"), run.get("measured_s"), tuple(run.get("gpus") or ()),
+        run.get("exit_code"), run.get("stop"), run.get("stage")))
 
 
 def _dropped_warnings(dropped: list[Dropped]) -> tuple[str, ...]:

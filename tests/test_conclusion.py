@@ -38,10 +38,19 @@ def test_conclusion_flips_when_one_metric_changes(judged):
     assert win.closed and win.winners == ("variant-a",)  # exactly the margin: 0.82 - 0.80
     assert "variant-a" in win.text and "beats the baseline control" in win.text
     lose = conclude(campaign, state, {"control": 0.80, "variant-a": 0.8199})
-    assert lose.closed and lose.winners == ()
-    assert lose.text.startswith("no variant beats the baseline control by 0.02 on val/accuracy")
-    assert "negative result" in lose.text  # D2: an answer too
-    assert "variant-b: stopped (loss is nan at step 3)" in lose.text
+    # variant-b was stopped by a rule: it was never judged on val/accuracy, so the
+    # negative answer waits for it (D2: a stop is no evidence against the hypothesis).
+    assert not lose.closed and lose.winners == ()
+    assert lose.text.startswith("the question cannot be closed yet: no variant beats the "
+                                "baseline control by 0.02 on val/accuracy so far")
+    assert "variant-b: stopped (loss is nan at step 3): a stopped run is not judged on " \
+        "val/accuracy" in lose.text
+    # Without variant-b in the question, variant-a alone answers it: a negative result.
+    object.__setattr__(campaign.conclusion, "variants", ("variant-a",))
+    alone = conclude(campaign, state, {"control": 0.80, "variant-a": 0.8199})
+    assert alone.closed and alone.winners == ()
+    assert alone.text.startswith("no variant beats the baseline control by 0.02 on "
+                                 "val/accuracy") and "negative result" in alone.text
 
 
 def test_lower_is_better(judged):

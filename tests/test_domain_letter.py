@@ -93,7 +93,8 @@ GUIDED = ("  - {id: data-check, duration: 1h, resource: cpu}\n"
           " after: [data-check]}\n"
           "  - {id: resume-check, duration: 1h, resource: gpu, after: [pilot]}\n"
           "  - {id: control, duration: 5h, resource: gpu, run: control, after: [resume-check]}\n")
-RULES = "stop_rules:\n  - {id: finite-loss, kind: non_finite, metric: loss}\n"
+RULES = ("stop_rules:\n  - {id: finite-loss, kind: non_finite, metric: loss}\n"
+         "conclusion: {metric: val/accuracy, baseline: control, margin: 0.01}\n")
 
 
 def test_a_guided_campaign_checks_clean(tmp_path: Path) -> None:

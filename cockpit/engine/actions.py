@@ -352,6 +352,7 @@ class Acting(Recording):
                 if state.stages[d].state != PENDING:
                     raise ActionRefused(f"stage {d!r} is {state.stages[d].state}: only stages "
                                         "not yet started can be dropped")
+            self._refuse_last_variant(state, drops)
             self._record_plan(txn, state, now)
             written = [txn.append("decision", now=now, stage=stage, outcome=outcome,
                                   drops=list(drops), note=note, actor=self.actor)]
@@ -359,6 +360,31 @@ class Acting(Recording):
                 written.append(txn.append("stage_dropped", now=now, stage=d,
                                           reason=f"limit decision at {stage}: {note}"))
             return written
+
+    def _refuse_last_variant(self, state: CampaignState, drops: tuple[str, ...]) -> None:
+        """A limit that would drop the question's last variant is a revise (D4): the
+        conclusion could no longer be answered. Bad input, located at the file."""
+        from cockpit.conclusion import question_variants
+
+        spec = self.campaign.conclusion
+        variants = question_variants(self.campaign)
+        if spec is None or not drops or not variants:
+            return
+
+        def left(ids: tuple[str, ...]) -> list[str]:
+            return [v for v in variants if any(
+                s.run == v and s.id not in ids and state.stages[s.id].state != DROPPED
+                for s in self.campaign.stages)]
+
+        before = left(())
+        if before and not left(drops):
+            what = (f"the question's last variant {before[0]}" if len(before) == 1
+                    else f"every variant left ({', '.join(before)})")
+            raise InputError(
+                f"{self.campaign.path}: decide limit --drop {' '.join(drops)}: it drops "
+                f"{what}, and the conclusion ({spec.rule} on {spec.metric}) could no longer "
+                "be answered: that is a revise, not a limit (D4): cockpit decide revise "
+                "--note '...'")
 
     def verify(self, run_id: str, which: str = "newest",
                now: datetime | None = None) -> dict[str, Any]:

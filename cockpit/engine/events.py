@@ -164,7 +164,7 @@ _KINDS = (
                          + (" BY OVERRIDE (its acceptance checks failed)"
                             if ev.get("override") else "") + f": {ev.get('reason')}"),
     EventKind("result_rejected", "engine.actions (reject), acceptance (auto)",
-              ("run", "stage", "result", "reason", "checks", "attempt", "actor"),
+              ("run", "stage", "result", "reason", "checks", "attempt", "actor", "failed"),
               lambda ev: f"result of run {ev.get('run')} rejected: {ev.get('reason')}"),
     EventKind("resume_verified", "engine.actions (verify --resume)",
               ("run", "ok", "path", "from_step", "compared", "diverged_step", "message",

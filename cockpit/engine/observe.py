@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.acceptance import (
+    Judgement,
     awaiting_verdict,
-    evaluate_acceptance,
     has_slow_checks,
+    judge_run,
     record_verdict,
 )
 from cockpit.engine.core import EngineCore, parse_t
@@ -238,8 +239,9 @@ class Observing(EngineCore):
         journaled on the tick after it finished: a tick never waits for a process."""
         for key, value in self._verifier.check_results():
             self._judging.discard(key)
-            accepted, reasons = value
-            record_verdict(self, str(key[0]), key[1], bool(accepted), list(reasons), now)
+            judged: Judgement = value
+            record_verdict(self, str(key[0]), key[1], judged.ok, judged.reasons, now,
+                           judged.failed)
         state = self.state(now)
         for run_id in awaiting_verdict(self.campaign, state):
             if not self._mine_run(run_id):
@@ -250,15 +252,17 @@ class Observing(EngineCore):
                 continue
             spec = self.campaign.runs[run_id]
             if not has_slow_checks(spec):
-                accepted, reasons = evaluate_acceptance(self.campaign, state, run_id, now=now)
-                record_verdict(self, run_id, run.attempt, accepted, reasons, now)
+                judged = judge_run(self.campaign, state, run_id, now=now)
+                record_verdict(self, run_id, run.attempt, judged.ok, judged.reasons, now,
+                               judged.failed)
                 continue
 
-            def check(run_id: str = run_id) -> tuple[bool, list[str]]:
-                return evaluate_acceptance(self.campaign, state, run_id, now=now)
+            def check(run_id: str = run_id) -> Judgement:
+                return judge_run(self.campaign, state, run_id, now=now)
 
-            def failed(exc: Exception) -> tuple[bool, list[str]]:
-                return False, [f"the acceptance checks could not run: {exc}"]
+            def failed(exc: Exception) -> Judgement:
+                return Judgement(False, [f"the acceptance checks could not run: {exc}"],
+                                 ("checks",))
 
             if self._verifier.submit_check(key, check, failed):
                 self._judging.add(key)

@@ -63,7 +63,7 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
              + (f", order {pkg.order_ref}" if pkg.order_ref else "") + ".",
              f"Report written {_t(now)} UTC. The plan is quoted as decided (sha256 "
              f"`{decided.sha256[:12]}`); realized facts come from the journal (D24).", ""]
-    changes = plan_changes(events)
+    changes = plan_changes(events, campaign, now)  # the file now too, journaled or not
     if state.plan_changed and decided is campaign:
         lines += ["> The campaign file changed after the plan was recorded, and the journal "
                   "holds only the decided plan's hash: the deviations below are against the "
@@ -102,15 +102,9 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
     for run_id, entry in runs.items():
         lines.append(f"| {run_id} | {entry['result']} | {entry['status']} | "
                      f"{_md(entry['reason']) or '—'} |")
-    stops = [(rid, r.stop) for rid, r in state.runs.items() if r.stop is not None]
     lines += ["", "## Stops", ""]
-    if stops:
-        for rid, stop in stops:
-            step = f" at step {stop.step}" if stop.step is not None else ""
-            lines.append(f"- run `{rid}` stopped by `{stop.rule}`{step} ({_t(stop.at)}): "
-                         f"{stop.reason}")
-    else:
-        lines.append("No run was stopped.")
+    stops = _stops(state)
+    lines += stops or ["No run was stopped."]
     blind = [(rid, why) for rid, entry in runs.items() for why in entry.get("blind") or ()]
     if blind:  # unknown is not ok: a rule that never saw its metric kept nothing (issue 22)
         lines += ["", "## Rules blind to their metric", "",
@@ -142,6 +136,29 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
     # Notes, reasons, labels and names are journal and run text: the report is made
     # printable as a whole (newlines and tabs kept), so `cat REPORT.md` is safe.
     return printable_block("\n".join(lines).rstrip() + "\n", REPORT_LIMIT)
+
+
+def _stops(state: CampaignState) -> list[str]:
+    """Every attempt's stop, a restarted run's earlier ones included (D15)."""
+    out: list[str] = []
+    for rid, run in state.runs.items():
+        attempts = run.attempts()
+        for i, attempt in enumerate(attempts):
+            stop = attempt.stop
+            if stop is None:
+                continue
+            which = f" attempt {i + 1} of {len(attempts)}" if len(attempts) > 1 else ""
+            step = f" at step {stop.step}" if stop.step is not None else ""
+            out.append(f"- run `{rid}`{which} stopped by `{stop.rule}`{step} ({_t(stop.at)}): "
+                       f"{stop.reason}")
+        if len(attempts) > 1:
+            last = attempts[-1]
+            ended = "was stopped" if last.stop is not None else {
+                "succeeded": "succeeded", "failed": "failed", "running": "is running"}.get(
+                last.state, f"is {last.state.replace('_', ' ')}")
+            out.append(f"- run `{rid}` ran {len(attempts)} attempts; the last one {ended}; "
+                       "each attempt's GPU time counts in the budget (D15)")
+    return out
 
 
 def timeline_svg(campaign: Campaign, state: CampaignState, now: datetime) -> str:

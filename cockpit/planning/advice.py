@@ -9,6 +9,7 @@ is no data check, ``resume-writing`` no resume check, ``uncontrolled-sweep`` no 
 from __future__ import annotations
 
 from cockpit.campaign.model import Campaign, Stage
+from cockpit.conclusion import question_variants
 
 
 def role_of(stage: Stage) -> str | None:
@@ -92,9 +93,9 @@ def _model_warnings(campaign: Campaign) -> list[str]:
 def variant_stages(campaign: Campaign) -> list[Stage]:
     """The stages whose runs are the variants: the conclusion's, or else every GPU stage
     with a run that is not the control, the pilot, a data check or a resume check."""
-    spec = campaign.conclusion
-    if spec is not None:
-        variants = set(spec.variants) or {r for r in campaign.runs if r != spec.baseline}
+    if campaign.conclusion is not None:
+        # The conclusion's own list: a pilot or data check (no result, D21) is no variant.
+        variants = set(question_variants(campaign))
         return [s for s in campaign.stages if s.run in variants]
     plain = ("control", "pilot", "data_check", "resume_check", "export", "retrieval")
     return [s for s in campaign.stages
@@ -106,6 +107,16 @@ def _question_warnings(campaign: Campaign) -> list[str]:
     if not campaign.question.strip():
         out.append("the campaign names no question (D1: name the question and what closes "
                    "it; 'train a model' is not a goal)")
+    elif campaign.conclusion is None:
+        out.append(f"the question {campaign.question[:80]!r} has no conclusion: section, so "
+                   "nothing can answer it (D1: name what closes it: conclusion: {metric, "
+                   "baseline, margin} or {metric, rule: reach_threshold, threshold})")
+    for machine in range(2, campaign.package.count + 1):
+        if not any(s.machine == machine for s in campaign.stages):
+            out.append(f"package.count is {campaign.package.count} but no stage is placed on "
+                       f"machine {machine} (stages[].machine: {machine}): that package would "
+                       "be paid for and stand idle (D12: a second package runs independent "
+                       "variants side by side)")
     if not campaign.stop_rules:
         out.append("no stop rules (D14: fix them before the runs: a non-finite loss, a quality "
                    "floor, a truncated input, no usable restart)")

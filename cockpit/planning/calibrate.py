@@ -97,6 +97,12 @@ def uncertainties(decided: Campaign, state: CampaignState) -> list[str]:
     made printable, so a newline in a reason cannot end the comment)."""
     out: list[str] = []
     for run_id, run in state.runs.items():
+        attempts = run.attempts()
+        for i, attempt in enumerate(attempts[:-1]):  # a restart keeps the earlier stops
+            if attempt.stop is not None:
+                step = f" at step {attempt.stop.step}" if attempt.stop.step is not None else ""
+                out.append(f"run {run_id} attempt {i + 1} of {len(attempts)} was stopped by "
+                           f"{attempt.stop.rule}{step}: {attempt.stop.reason} (restarted)")
         if run.stop is not None:
             step = f" at step {run.stop.step}" if run.stop.step is not None else ""
             out.append(f"run {run_id} was stopped by {run.stop.rule}{step}: "
