@@ -338,7 +338,8 @@ async def _flood(tmp_path: Path) -> None:
     assert kept < 200_000, f"{kept} characters kept"
     # Each refresh gives at most REFRESH_LINES lines (+2 notes of what was skipped); how
     # fast a refresh is, is measured in bench/log_view_bench.py, not here.
-    assert len(counted) == 5 and counted[0][0] > screens.READ_BYTES, counted  # skipped, said
+    # (the screen's own 1 s timer may refresh too, so the count of refreshes varies)
+    assert any(taken > screens.READ_BYTES for taken, _ in counted), counted  # skipped, said
     assert all(lines <= screens.REFRESH_LINES + 2 for _, lines in counted), counted
     assert texts[-1].startswith("last \\x1b]52;c;UFdORUQ=\\x07\\u202e"), texts[-1][:80]
     assert not any("\x1b" in text or RLO in text for text in texts)
