@@ -106,7 +106,7 @@ def _question_warnings(campaign: Campaign) -> list[str]:
     if not campaign.question.strip():
         out.append("the campaign names no question (D1: name the question and what closes "
                    "it; 'train a model' is not a goal)")
-    if not campaign.stop_rules:
+    if all(rule.implicit for rule in campaign.stop_rules):
         out.append("no stop rules (D14: fix them before the runs: a non-finite loss, a quality "
                    "floor, a truncated input, no usable restart)")
     if campaign.package.offer.price is None:
