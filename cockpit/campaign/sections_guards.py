@@ -12,6 +12,7 @@ from cockpit.campaign.model import (
     HOOK_EVENTS,
     RULE_KINDS,
     STALL_FACTOR,
+    STALL_FLOOR_S,
     Hook,
     Run,
     Settings,
@@ -88,7 +89,8 @@ def read_stop_rules(check: Checker, value: Any, path: KeyPath) -> tuple[StopRule
         runs = tuple(check.str_list(entry.get("runs", []), where + ("runs",), "runs"))
         rules.append(StopRule(rule_id, kind, metric if isinstance(metric, str) else None,
                               bounds["min"], bounds["max"], after_step, max_age, action, runs,
-                              **stall))
+                              factor=stall.get("factor", STALL_FACTOR),
+                              floor_s=stall.get("floor_s", STALL_FLOOR_S)))
     return tuple(rules)
 
 
