@@ -187,8 +187,7 @@ def stall_note(rule: StopRule, run: RunState, stream: MetricStream | None) -> st
     interval = step_interval(stream.recent, since) if stream is not None else None
     if interval is None:
         return "no interval yet"
-    return (f"median {span(interval)} interval: stalled after "
-            f"{span(stall_limit(rule, interval))} without a new step")
+    return f"steps every {span(interval)}, stalled after {span(stall_limit(rule, interval))}"
 
 
 def stalled_now(campaign: Campaign, state: CampaignState, run: RunState,
