@@ -185,7 +185,7 @@ def test_a_run_that_stops_reporting_is_stalled_on_every_face(tmp_path) -> None:
         (fired,) = [e for e in journal(path) if e["kind"] == "rule_fired"]
         assert (fired["rule"], fired["step"], fired["action"], fired["threshold"]) == (
             "hung", 5, "warn", 2.0)
-        assert fired["value"] > 2.0
+        assert fired["value"] >= 2.0  # the silence past the 2 s limit, to 0.1 s
         assert fired["reason"].startswith("stalled: no new step for ")
         assert fired["reason"].endswith("interval, floor 2s)")
         assert snap.run("r1").state == "running"  # warn: the process lives on
