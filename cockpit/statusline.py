@@ -27,8 +27,10 @@ def status_line(compact: dict[str, Any]) -> str:
         parts.append(f"GPU {sim}{compact['gpu_util_mean']:.0f}%")
     if compact.get("ckpt_age_s") is not None:
         parts.append(f"ckpt {format_duration(compact['ckpt_age_s'])}")
-    fired = compact["rules"]["fired"]
-    parts.append(f"rules FIRED {','.join(fired)}" if fired else "rules ok")
+    fired, warned = compact["rules"]["fired"], compact["rules"].get("warn") or []
+    # A warn rule that fired (a stalled run) is not "ok" either.
+    parts.append(f"rules FIRED {','.join(fired)}" if fired else
+                 f"rules warn {','.join(warned)}" if warned else "rules ok")
     if compact.get("decisions_pending"):
         parts.append("decide " + ",".join(compact["decisions_pending"]))
     return " · ".join(parts).replace("\n", " ")

@@ -21,6 +21,8 @@ from cockpit.campaign.model import StopRule
 from cockpit.engine import Engine
 from cockpit.render_text import status_text
 from cockpit.runs.rules import Point, check_stalled, rules_hash, step_interval
+from cockpit.statusline import status_line
+from cockpit.statuslog import compact_json
 from cockpit.tui.panels import rules_text, run_rows
 from tests.campaigns import FINITE, write_campaign
 from tests.conftest import run_cockpit, wait_for
@@ -195,6 +197,7 @@ def test_a_run_that_stops_reporting_is_stalled_on_every_face(tmp_path) -> None:
         assert "STALLED (stalled: no new step for" in status_text(snap)
         panel = rules_text(snap, None, 100, LEVELS).plain
         assert "hung  stalled · warn" in panel and "warn r1: stalled: no new step" in panel
+        assert "rules warn hung@r1" in status_line(compact_json(snap))  # status --line
         (row,) = [cells for run_id, cells in run_rows(snap, LEVELS) if run_id == "r1"]
         assert "stalled" in str(row[5])
         assert [r.state for r in snap.rules if r.rule == "hung"] == ["warn"]
