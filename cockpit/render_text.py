@@ -99,6 +99,8 @@ def status_text(snap: Snapshot) -> str:
                 if r.eta is not None:
                     step += f" · ETA {r.eta:%m-%d %H:%M}"
             stop = f" stopped by {r.stop_rule}: {r.stop_reason}" if r.stop_rule else ""
+            if r.stalled:
+                stop += f" STALLED ({r.stalled})"
             verdict = f" [{r.verdict}]" if r.verdict else ""
             ckpt = ""
             if r.checkpoint is not None and r.checkpoint.age_s is not None:

@@ -99,6 +99,8 @@ class RunView:
     watched: tuple[str, ...] = ()
     key_metric: str | None = None
     produces_result: bool = True  # False: a data check, pilot or resume check (no verdict)
+    # A stalled rule's reason while the run still sits at the step it stalled on.
+    stalled: str | None = None
     # The run's recent points (bounded by the stream's deque): sparklines and the chart.
     points: tuple[MetricPoint, ...] = field(default=(), compare=False, repr=False)
 
@@ -113,6 +115,7 @@ class RuleView:
     action: str
     metric: str | None = None
     value: Any = None
+    implicit: bool = False  # the default stalled rule (the file declares none)
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,7 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
                 "exit_code": r.exit_code, "stop_rule": r.stop_rule,
                 "stop_reason": r.stop_reason, "verdict": r.verdict,
                 "verdict_reason": r.verdict_reason, "stale_s": r.stale_s,
+                "stalled": r.stalled,
                 "garbage": r.garbage, "result": r.result, "kind": r.kind,
                 "rate": r.rate, "eta": json_time(r.eta), "watched": list(r.watched),
                 "key_metric": r.key_metric,

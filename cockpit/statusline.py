@@ -28,9 +28,11 @@ def status_line(compact: dict[str, Any]) -> str:
     if compact.get("ckpt_age_s") is not None:
         parts.append(f"ckpt {format_duration(compact['ckpt_age_s'])}")
     fired = compact["rules"]["fired"]
+    warned = compact["rules"].get("warn") or []  # a warn rule that fired (a stalled run)
     blind = compact["rules"].get("blind") or []  # unknown is not ok (issue 22)
-    if fired or blind:
+    if fired or warned or blind:
         parts.append("rules" + (f" FIRED {','.join(fired)}" if fired else "")
+                     + (f" warn {','.join(warned)}" if warned else "")
                      + (f" ◌ {len(blind)} blind" if blind else ""))
     else:
         parts.append("rules ok")

@@ -204,11 +204,14 @@ def test_auto_start_in_plan_order_and_waits_at_the_decision_point(tmp_path):
          "command": ["main"]},
     ], clock, sup, auto=True)
     engine.tick()
-    assert sup.launched == ["prep", "side"]  # ready ones, in plan order; pilot waits for prep
+    # Ready ones in plan order; side waits for the CPU prep holds (the plan places them one
+    # after the other: one resource model), pilot waits for prep.
+    assert sup.launched == ["prep"]
+    assert engine.tick().stage("side").state == "waiting"
 
     sup.finish("prep")
     clock.advance(60)
-    engine.tick()  # prep's exit recorded, then pilot is ready and starts in the same tick
+    engine.tick()  # prep's exit recorded, then side and pilot start in the same tick
     assert sup.launched == ["prep", "side", "pilot"]
 
     sup.finish("pilot")

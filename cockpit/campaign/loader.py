@@ -36,6 +36,7 @@ from cockpit.campaign.sections_guards import (
     read_hooks,
     read_settings,
     read_stop_rules,
+    with_default_stall_rule,
 )
 from cockpit.campaign.sections_machines import check_machines, read_machines
 from cockpit.campaign.sections_runs import check_payload_paths, read_runs
@@ -110,7 +111,7 @@ def load_campaign_text(text: str, path: str | Path) -> Campaign:
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         text=text,
         runs=runs,
-        stop_rules=stop_rules,
+        stop_rules=with_default_stall_rule(stop_rules, runs),
         settings=settings,
         hooks=hooks,
         conclusion=conclusion,

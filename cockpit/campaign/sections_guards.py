@@ -8,10 +8,20 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.checker import NAME_ID, Checker
-from cockpit.campaign.model import HOOK_EVENTS, RULE_KINDS, Hook, Run, Settings, StopRule
+from cockpit.campaign.model import (
+    HOOK_EVENTS,
+    RULE_KINDS,
+    STALL_FACTOR,
+    STALL_FLOOR_S,
+    Hook,
+    Run,
+    Settings,
+    StopRule,
+)
 from cockpit.campaign.yamlread import KeyPath
 
-RULE_KEYS = ("id", "kind", "metric", "min", "max", "after_step", "max_age", "action", "runs")
+RULE_KEYS = ("id", "kind", "metric", "min", "max", "after_step", "max_age", "action", "runs",
+             "factor", "floor")
 SETTING_KEYS = (
     "stop_grace", "idle_util_pct", "idle_grace", "disk_warn_gb", "tolerable_loss",
     "mean_time_between_interruptions", "transfer_rate_mb_s", "verify_within", "verify_timeout",
@@ -70,14 +80,54 @@ def read_stop_rules(check: Checker, value: Any, path: KeyPath) -> tuple[StopRule
         if isinstance(after_step, bool) or not isinstance(after_step, int) or after_step < 0:
             check.err(where + ("after_step",), "after_step must be a whole number >= 0")
             after_step = 0
-        action = entry.get("action", "stop")
+        stall = _stall_limits(check, kind, entry, where)
+        # A stalled run is a question for a person first: warn unless the file says stop.
+        action = entry.get("action", "warn" if kind == "stalled" else "stop")
         if action not in ("stop", "warn"):
             check.err(where + ("action",), "action must be stop or warn")
             action = "stop"
         runs = tuple(check.str_list(entry.get("runs", []), where + ("runs",), "runs"))
         rules.append(StopRule(rule_id, kind, metric if isinstance(metric, str) else None,
-                              bounds["min"], bounds["max"], after_step, max_age, action, runs))
+                              bounds["min"], bounds["max"], after_step, max_age, action, runs,
+                              factor=stall.get("factor", STALL_FACTOR),
+                              floor_s=stall.get("floor_s", STALL_FLOOR_S)))
     return tuple(rules)
+
+
+def _stall_limits(check: Checker, kind: str, entry: dict[str, Any],
+                  where: KeyPath) -> dict[str, float]:
+    """A stalled rule's ``factor`` (a number > 1) and ``floor`` (a duration); only there."""
+    out: dict[str, float] = {}
+    for key in ("factor", "floor"):
+        if key in entry and kind != "stalled":
+            check.err(where + (key,), f"{key} belongs to a stalled rule, not a {kind} rule")
+    if kind != "stalled":
+        return out
+    if "factor" in entry:
+        factor = check.positive(entry["factor"], where + ("factor",), "factor")
+        if factor is not None and factor <= 1:
+            check.err(where + ("factor",), f"factor must be above 1 (times the run's median "
+                                           f"step interval, default {STALL_FACTOR:g}), not "
+                                           f"{entry['factor']}")
+        elif factor is not None:
+            out["factor"] = factor
+    if "floor" in entry:
+        floor = check.duration(entry["floor"], where + ("floor",), "floor")
+        if floor is not None:
+            out["floor_s"] = floor
+    return out
+
+
+def with_default_stall_rule(rules: tuple[StopRule, ...],
+                            runs: Mapping[str, Run]) -> tuple[StopRule, ...]:
+    """The rules, plus the implicit ``stalled`` rule (warn, default factor and floor) on
+    the train runs when the file declares no stalled rule: a hung training run is never
+    silent. Its id is ``stalled`` (``stalled-default`` when a rule already has that id)."""
+    train = tuple(run_id for run_id, run in runs.items() if run.kind == "train")
+    if not train or any(r.kind == "stalled" for r in rules):
+        return rules
+    rule_id = "stalled-default" if any(r.id == "stalled" for r in rules) else "stalled"
+    return (*rules, StopRule(rule_id, "stalled", action="warn", runs=train, implicit=True))
 
 
 def read_settings(check: Checker, value: Any, path: KeyPath) -> Settings:
@@ -86,11 +136,15 @@ def read_settings(check: Checker, value: Any, path: KeyPath) -> Settings:
     entry = check.mapping(value, path, SETTING_KEYS, what="settings")
     if entry is None:
         return Settings()
+    if "verify_within" in entry:
+        check.err(path + ("verify_within",), "verify_within is no longer a setting: reload "
+                  "checks run every verify_every (and the first as soon as a checkpoint is "
+                  "complete), a failed one is shown at once; remove it", key=True)
     values: dict[str, Any] = {}
     durations = {
         "stop_grace": "stop_grace_s", "idle_grace": "idle_grace_s",
         "tolerable_loss": "tolerable_loss_s", "mean_time_between_interruptions": "mtbi_s",
-        "verify_within": "verify_within_s", "verify_timeout": "verify_timeout_s",
+        "verify_timeout": "verify_timeout_s",
         "verify_every": "verify_every_s",
         "deadline_warn": "deadline_warn_s",
     }

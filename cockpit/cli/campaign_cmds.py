@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from cockpit.cli.common import EXIT_OK, acting
-from cockpit.units import for_packages, format_hours
+from cockpit.units import for_packages, format_duration, format_hours
 
 # A headless instance writes a status line each tick; one fresher than this is "live".
 LIVE_STATUS_S = 15.0
@@ -191,6 +191,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file)
     for warning in plan_warnings(campaign):
         print(f"{args.file}: warning: {warning}", file=sys.stderr)
+    for rule in campaign.stop_rules:
+        if rule.implicit:  # a rule no one wrote is still a rule: say it is there
+            print(f"{args.file}: note: {implicit_rule_text(rule)}", file=sys.stderr)
     _check_sources(campaign, args.file)
     print("ok")
     return EXIT_OK
@@ -213,6 +216,14 @@ def _check_sources(campaign: Any, file: str) -> None:
         print(f"{loc.problem(path, 'warning: ' + message)}", file=sys.stderr)
     if errors:
         raise InputError([loc.problem(path, message) for path, message in errors])
+
+
+def implicit_rule_text(rule: Any) -> str:
+    """The default stalled rule in words (``check`` shows it; the file does not)."""
+    return (f"stop rule {rule.id!r} (the default, not in the file): {rule.action} when a "
+            f"train run ({', '.join(rule.runs)}) reports no new step for {rule.factor:g}× "
+            f"its median step interval, and at least {format_duration(rule.floor_s)}; a "
+            "stalled rule under stop_rules: replaces it")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

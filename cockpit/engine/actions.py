@@ -112,10 +112,10 @@ class Acting(Recording):
             if waits_for and not force:
                 raise ActionRefused(f"stage {stage_id!r} waits for {', '.join(waits_for)}; "
                                     "--force starts it anyway")
-            holder = self._gpu_conflict(state, stage)
+            holder = self._resource_holder(state, stage)
             if holder and not force:
-                raise ActionRefused(f"stage {stage_id!r} needs the GPU that stage {holder!r} "
-                                    "holds (D6); --force overrides")
+                raise ActionRefused(f"stage {stage_id!r} needs {holder[1]}, which stage "
+                                    f"{holder[0]!r} holds (D6); --force overrides")
             p_hash = None
             if stage.run:
                 p_hash = params_hash(self.campaign, stage.run)
@@ -136,7 +136,8 @@ class Acting(Recording):
             self._record_plan(txn, state, now)
             if stage.run:
                 written.extend(record_environment(txn, now))
-            if stage.run and state.rules_hash is None and self.campaign.stop_rules:
+            if stage.run and state.rules_hash is None \
+                    and not all(r.implicit for r in self.campaign.stop_rules):
                 written.append(txn.append("rules_recorded", now=now,
                                           sha256=self._rules_hash))
             seq = len(txn.events) + 1  # the claim's own seq: the marker names it

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cockpit.budget import budget
-from cockpit.campaign.model import Campaign, MetricCheck
+from cockpit.campaign.model import Campaign, MetricCheck, StopRule
 from cockpit.conclusion import conclude
 from cockpit.engine import readiness
 from cockpit.engine.core import parse_t
@@ -33,6 +33,7 @@ from cockpit.runs.blind import (
 )
 from cockpit.runs.checkpoints import CheckpointScan, interval_advice
 from cockpit.runs.metrics import MetricPoint, MetricStream
+from cockpit.runs.rules import span, stall_limit, step_interval
 from cockpit.snapshot import (
     CheckpointView,
     EventLine,
@@ -168,6 +169,7 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
             result=spec.result_id if spec else run_id, kind=spec.kind if spec else "train",
             produces_result=spec.produces_result if spec else True,
             checkpoint=checkpoint_view(campaign, run, obs.checkpoints.get(run_id), now),
+            stalled=stalled_now(campaign, state, run, stream),
             **progress_fields(campaign, run_id, stream, max_steps.get(run_id), now)))
 
     rules = []
@@ -185,10 +187,13 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
             if hit:
                 rules.append(RuleView(rule.id, run_id, rule.kind,
                                       "fired" if hit.action == "stop" else "warn",
-                                      _text(hit.reason), rule.action, rule.metric, hit.value))
+                                      _text(hit.reason), rule.action, rule.metric, hit.value,
+                                      rule.implicit))
             else:  # unknown is not ok: a metric never seen leaves the rule blind
+                note = stall_note(rule, run, stream) if rule.kind == "stalled" else None
                 rules.append(RuleView(rule.id, run_id, rule.kind, BLIND if blind else "ok",
-                                      _text(blind), rule.action, rule.metric, value))
+                                      _text(blind) if blind else note, rule.action,
+                                      rule.metric, value, rule.implicit))
 
     none_fits = "" if fc.fits or any(o.fits for o in fc.options) else \
         no_options_reason(campaign, (fc.end - pkg.start).total_seconds() / 3600, fc.options)
@@ -204,6 +209,31 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         events=obs.events, auto=obs.auto, budget=budget(campaign, state, now),
         new_events=obs.new_events, conclusion=_text(conclusion_text(campaign, state, obs.streams)),
         machine=obs.machine, machines=obs.machines)
+
+
+def stall_note(rule: StopRule, run: RunState, stream: MetricStream | None) -> str:
+    """What a stalled rule that holds measures on a run: its median step interval and the
+    limit, or that it has none yet (under three stepped points: never stalled)."""
+    since = run.started_at.timestamp() - 1.0 if run.started_at else None
+    interval = step_interval(stream.recent, since) if stream is not None else None
+    if interval is None:
+        return "no interval yet"
+    return f"steps every {span(interval)}, stalled after {span(stall_limit(rule, interval))}"
+
+
+def stalled_now(campaign: Campaign, state: CampaignState, run: RunState,
+                stream: MetricStream | None) -> str | None:
+    """The reason a stalled rule gave on this attempt, while the run still runs at the
+    step it stalled on (a run that moved again is no longer shown stalled)."""
+    if run.state != RUNNING:
+        return None
+    kinds = {rule.id: rule.kind for rule in campaign.stop_rules}
+    for hit in state.fired:
+        if hit.run == run.id and hit.attempt == run.attempt \
+                and kinds.get(hit.rule) == "stalled" \
+                and (stream is None or stream.latest_step == hit.step):
+            return _text(hit.reason)
+    return None
 
 
 RATE_WINDOW_S = 60.0  # throughput over the last minute of reports (or the last 50 points)

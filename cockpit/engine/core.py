@@ -139,6 +139,8 @@ class EngineCore:
         self._mono_at: dict[int, float] = {}
         self._streams: dict[str, MetricStream] = {}
         self._stream_attempt: dict[str, Any] = {}
+        # run -> (attempt, last step seen, monotonic time it was first seen): stalled rules.
+        self._step_seen: dict[str, tuple[Any, int | None, float]] = {}
         self._state: CampaignState | None = None
         self._history: list[Mapping[str, Any]] = []
         # The real size of the newest export written (D19: retrieval at the transfer rate).
@@ -335,8 +337,8 @@ class EngineCore:
         """The stages in ``stage.after`` that have not ended (in plan order)."""
         return readiness.unmet_after(self.campaign, state, stage)
 
-    def _gpu_conflict(self, state: CampaignState, stage: Stage) -> str | None:
-        return readiness.gpu_conflict(self.campaign, state, stage)
+    def _resource_holder(self, state: CampaignState, stage: Stage) -> tuple[str, str] | None:
+        return readiness.resource_holder(self.campaign, state, stage)
 
     def _stage(self, stage_id: str) -> Stage:
         try:

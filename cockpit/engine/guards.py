@@ -2,7 +2,8 @@
 guard, hooks.
 
 - A stop rule that fires on fresh metric points journals ``rule_fired`` and, for a
-  ``stop`` rule, requests the stop (``stop_requested``, SIGTERM to the group).
+  ``stop`` rule, requests the stop (``stop_requested``, SIGTERM to the group). A
+  ``stalled`` rule fires on a run whose step has not moved for its limit (monotonic).
 - A requested stop advances on each tick: once ``stop_grace`` has passed on the
   monotonic clock (a wall-clock step never delays or hastens it) and the group is
   still there, SIGKILL. The exit itself is recorded
@@ -27,7 +28,7 @@ import signal
 from datetime import datetime
 
 from cockpit.acceptance import awaiting_verdict, has_slow_checks
-from cockpit.campaign.model import OPTIONAL_CATEGORIES
+from cockpit.campaign.model import OPTIONAL_CATEGORIES, StopRule
 from cockpit.conclusion import conclude_now, on_deadline
 from cockpit.engine.actions import Acting
 from cockpit.engine.build import progress_of
@@ -42,7 +43,7 @@ from cockpit.planning.deadline import (
 )
 from cockpit.planning.forecast import forecast
 from cockpit.runs.blind import declared_sources, stream_blind, watches_metric
-from cockpit.runs.rules import Firing, check_points, check_restart
+from cockpit.runs.rules import Firing, check_points, check_restart, check_stalled, step_interval
 from cockpit.state import (
     DONE,
     FAILED,
@@ -76,6 +77,8 @@ class Guarding(Acting):
                         and not self._verifying(run):
                     firing = check_restart(rule, seconds_without_restart=self._since_restart(
                         run, now), step=self._streams[run.id].latest_step)
+                if firing is None and rule.kind == "stalled" and run.stop is None:
+                    firing = self._check_stalled(rule, run)
                 if firing is not None:
                     self._fire(run.id, firing, now)
 
@@ -104,6 +107,19 @@ class Guarding(Acting):
                                        rule=rule.id, metric=rule.metric, reason=why,
                                        attempt=run.attempt, ended=run.state != RUNNING,
                                        actor=self.actor)
+
+    def _check_stalled(self, rule: StopRule, run: RunState) -> Firing | None:
+        """The run's median step interval from its points' own times, and the seconds
+        since its step last moved on the monotonic clock (a wall-clock step changes
+        neither much; for a run found running, counted from when this cockpit saw it)."""
+        stream = self._streams[run.id]
+        mono = self._mono()
+        seen = self._step_seen.get(run.id)
+        if seen is None or seen[:2] != (run.attempt, stream.latest_step):
+            self._step_seen[run.id] = seen = (run.attempt, stream.latest_step, mono)
+        since = run.started_at.timestamp() - 1.0 if run.started_at else None
+        return check_stalled(rule, interval_s=step_interval(stream.recent, since),
+                             silent_s=mono - seen[2], step=stream.latest_step)
 
     def _since_restart(self, run: RunState, now: datetime) -> float | None:
         """Seconds since the run last had a usable restart (its start or a passing

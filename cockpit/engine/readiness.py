@@ -2,7 +2,8 @@
 
 A pending stage is refined into ``ready`` (it has a command and nothing holds it),
 ``needs-person`` (ready but without a command), ``waiting`` (an ``after`` stage has
-not ended, or its GPU is held: D6) or ``blocked`` (a pending decision upstream, or
+not ended, or a resource it needs is held: a GPU, its machine's CPU, the person, as
+the planner places them: D6) or ``blocked`` (a pending decision upstream, or
 the question under revision). Used by the snapshot, auto-start and ``start``.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from cockpit.acceptance import awaiting_verdict
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, Stage
 from cockpit.planning.advice import downstream
-from cockpit.runs.supervisor import stage_gpus
+from cockpit.planning.schedule import resource_conflict
 from cockpit.state import ENDED, FAILED, PENDING, RUNNING, STOPPED, CampaignState
 
 
@@ -27,7 +28,7 @@ def stage_status(campaign: Campaign, state: CampaignState, stage: Stage) -> str:
     for decider in state.pending_decisions:
         if stage.id in downstream(campaign, decider):
             return "blocked"
-    if gpu_conflict(campaign, state, stage):
+    if resource_holder(campaign, state, stage):
         return "waiting"
     return "ready" if stage.command is not None else "needs-person"
 
@@ -52,20 +53,12 @@ def unmet_after(campaign: Campaign, state: CampaignState, stage: Stage) -> list[
     return unmet
 
 
-def gpu_conflict(campaign: Campaign, state: CampaignState, stage: Stage) -> str | None:
-    """The running stage on the same machine that holds one of this stage's GPUs."""
-    gpus = campaign.package.offer.gpus
-    mine = set(stage_gpus(stage, gpus))
-    if not mine:
-        return None
-    for other in campaign.stages:
-        if other.id == stage.id or other.machine != stage.machine:
-            continue
-        if state.stages[other.id].state != RUNNING:
-            continue
-        if mine & set(stage_gpus(other, gpus)):
-            return other.id
-    return None
+def resource_holder(campaign: Campaign, state: CampaignState,
+                 stage: Stage) -> tuple[str, str] | None:
+    """The running stage that holds a resource this stage needs (a GPU, its machine's
+    CPU, the person), and that resource in words: the planner's own rule (D6)."""
+    running = [s for s in campaign.stages if state.stages[s.id].state == RUNNING]
+    return resource_conflict(stage, running, campaign.package.offer.gpus)
 
 
 def restart_refusal(state: CampaignState, stage: Stage) -> str | None:

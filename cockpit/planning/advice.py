@@ -117,7 +117,7 @@ def _question_warnings(campaign: Campaign) -> list[str]:
                        f"machine {machine} (stages[].machine: {machine}): that package would "
                        "be paid for and stand idle (D12: a second package runs independent "
                        "variants side by side)")
-    if not campaign.stop_rules:
+    if all(rule.implicit for rule in campaign.stop_rules):
         out.append("no stop rules (D14: fix them before the runs: a non-finite loss, a quality "
                    "floor, a truncated input, no usable restart)")
     if campaign.package.offer.price is None:

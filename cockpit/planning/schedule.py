@@ -134,6 +134,30 @@ def resource_keys(stage: Stage, gpus_per_machine: int) -> list[ResourceKey]:
     return keys
 
 
+def resource_conflict(stage: Stage, running: Iterable[Stage],
+                      gpus_per_machine: int) -> tuple[str, str] | None:
+    """Whether ``stage`` may start while ``running`` run: None, or the first of them that
+    holds a resource it needs and that resource in words. The one answer for the planner
+    (stages placed over the same hours) and for ``start``/``--auto`` (stages running now),
+    so the plan and the live campaign agree (D6): ``cpu`` is its machine's, held by one
+    stage at a time; ``none`` shares everything."""
+    mine = set(resource_keys(stage, gpus_per_machine))
+    for other in running:
+        shared = mine & set(resource_keys(other, gpus_per_machine)) if other.id != stage.id \
+            else set()
+        if shared:
+            return other.id, _key_words(min(shared, key=str))
+    return None
+
+
+def _key_words(key: ResourceKey) -> str:
+    if key[0] == "gpu":
+        return f"GPU {key[2]} of machine {key[1]}"
+    if key[0] == "cpu":
+        return f"the CPU of machine {key[1]}"
+    return "the person"
+
+
 def schedule(
     stages: Iterable[Stage],
     gpus_per_machine: int,
@@ -149,7 +173,6 @@ def schedule(
     dropped_ids = set(dropped)
     fixed = fixed or {}
     hours = {s.id: (durations or {}).get(s.id, s.hours) for s in order}
-    busy: dict[ResourceKey, list[tuple[float, float]]] = {}
     ends: dict[str, float] = {}
     slots: dict[str, Slot] = {}
 
@@ -158,8 +181,6 @@ def schedule(
             start, end = fixed[stage.id]
             slots[stage.id] = Slot(stage, start, end)
             ends[stage.id] = end
-            for key in resource_keys(stage, gpus_per_machine):
-                busy.setdefault(key, []).append((start, end))
 
     pending = [s for s in order if s.id not in slots]
     while pending:
@@ -173,23 +194,23 @@ def schedule(
             ends[ready.id] = earliest
             continue
         length = hours[ready.id]
-        keys = resource_keys(ready, gpus_per_machine)
-        start = _first_free(busy, keys, earliest, length)
+        start = _first_free(ready, [sl for sl in slots.values() if not sl.dropped], earliest,
+                            length, gpus_per_machine)
         slots[ready.id] = Slot(ready, start, start + length)
         ends[ready.id] = start + length
-        for key in keys:
-            busy.setdefault(key, []).append((start, start + length))
     return tuple(slots[s.id] for s in order)
 
 
-def _first_free(busy: Mapping[ResourceKey, list[tuple[float, float]]], keys: list[ResourceKey],
-                earliest: float, length: float) -> float:
-    intervals = [iv for key in keys for iv in busy.get(key, ())]
-    candidates = sorted({earliest, *(end for _, end in intervals if end > earliest)})
+def _first_free(stage: Stage, placed: list[Slot], earliest: float, length: float,
+                gpus_per_machine: int) -> float:
+    """The first time from ``earliest`` at which ``stage`` may run ``length`` hours: no
+    stage placed over those hours holds what it needs (:func:`resource_conflict`)."""
+    candidates = sorted({earliest, *(sl.end for sl in placed if sl.end > earliest)})
     for t in candidates:
-        if all(end <= t or start >= t + length for start, end in intervals):
+        during = [sl.stage for sl in placed if sl.start < t + length and sl.end > t]
+        if resource_conflict(stage, during, gpus_per_machine) is None:
             return t
-    return candidates[-1]  # unreachable: the last end is always free
+    return candidates[-1]  # unreachable: after the last end nothing is placed
 
 
 def union_hours(intervals: Iterable[tuple[float, float]]) -> float:

@@ -2,6 +2,8 @@
 
 A rule fires at most once per run attempt (the engine claims it in the journal);
 here we only answer "does this rule fire on these points, and why, in words".
+``stalled`` is answered from two figures the engine measures: the run's median step
+interval (its points' own times) and the seconds since its last new step (monotonic).
 """
 
 from __future__ import annotations
@@ -37,8 +39,19 @@ class Point:
 
 
 def rules_hash(rules: Sequence[StopRule]) -> str:
-    """The rule set's fingerprint, journaled when the first run starts (D14)."""
-    text = json.dumps([asdict(r) for r in rules], sort_keys=True, default=str)
+    """The fingerprint of the rules the file fixed, journaled when the first run starts
+    (D14). The implicit stalled rule is no one's decision; the stalled-only fields are left
+    out of other kinds, so a campaign's hash is the same as before they existed."""
+    fixed = []
+    for rule in rules:
+        if rule.implicit:
+            continue
+        fields = asdict(rule)
+        del fields["implicit"]
+        if rule.kind != "stalled":
+            del fields["factor"], fields["floor_s"]
+        fixed.append(fields)
+    text = json.dumps(fixed, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -48,7 +61,7 @@ def _json_value(value: float) -> Any:
 
 def check_points(rule: StopRule, points: Iterable[Any]) -> Firing | None:
     """First point (in order) at which a metric rule fires, or None."""
-    if rule.metric is None or rule.kind == "restart":
+    if rule.metric is None or rule.kind in ("restart", "stalled"):
         return None
     for point in points:
         if rule.metric not in point.values:
@@ -86,6 +99,58 @@ def check_restart(rule: StopRule, *, seconds_without_restart: float | None,
     return Firing(rule.id, f"no usable restart for {format_duration(seconds_without_restart)} "
                   f"(max {format_duration(rule.max_age_s)})", round(seconds_without_restart, 1),
                   rule.max_age_s, step, rule.action)
+
+
+STALL_MIN_POINTS = 3  # fewer stepped points: no median interval yet, never stalled
+
+
+def step_interval(points: Iterable[Any], since: float | None = None) -> float | None:
+    """The run's median seconds between successive new steps, from its points' own times
+    (``t``, at or after ``since``); None with fewer than STALL_MIN_POINTS such points or
+    no positive gap. A point repeating the last step (an eval line) is no new step; a
+    gap that is not positive (a wall-clock step back, one write time) is no interval."""
+    times: list[float] = []
+    last: int | None = None
+    for point in points:
+        if point.step is None or point.t is None or point.step == last \
+                or (since is not None and point.t < since):
+            continue
+        times.append(float(point.t))
+        last = point.step
+    if len(times) < STALL_MIN_POINTS:
+        return None
+    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False) if b > a)
+    return gaps[len(gaps) // 2] if gaps else None
+
+
+def stall_limit(rule: StopRule, interval_s: float) -> float:
+    """Seconds without a new step after which the run is stalled."""
+    return max(rule.factor * interval_s, rule.floor_s)
+
+
+def check_stalled(rule: StopRule, *, interval_s: float | None, silent_s: float | None,
+                  step: int | None) -> Firing | None:
+    """``stalled``: no new step for ``factor`` x the median interval, and at least
+    ``floor``. ``silent_s`` is measured on the monotonic clock; no interval yet (under
+    STALL_MIN_POINTS points) is never stalled."""
+    if rule.kind != "stalled" or interval_s is None or silent_s is None:
+        return None
+    limit = stall_limit(rule, interval_s)
+    if silent_s <= limit:
+        return None
+    return Firing(rule.id, f"stalled: no new step for {span(silent_s)} ({rule.factor:g}× its "
+                  f"median {span(interval_s)} interval, floor {span(rule.floor_s)})",
+                  round(silent_s, 1), round(limit, 1), step, rule.action)
+
+
+def span(seconds: float) -> str:
+    """A duration to the second under an hour (6m 40s, 0.4s), else compact (2h05m)."""
+    if seconds < 60:
+        return f"{seconds:.2g}s" if seconds < 10 else f"{seconds:.0f}s"
+    if seconds < 3600:
+        minutes, secs = divmod(int(round(seconds)), 60)
+        return f"{minutes}m {secs}s" if secs else f"{minutes}m"
+    return format_duration(seconds)
 
 
 def _at(step: int | None) -> str:

@@ -482,7 +482,9 @@ def run_rows(snap: Snapshot, levels: Levels) -> list[tuple[str, tuple[Any, ...]]
         level = tx.STAGE_LEVEL.get(r.state, "info")
         names = [m for m in run_metric_names(r) if m != r.key_metric]
         metrics = " ".join(f"{m}={tx.metric(r.metrics[m])}" for m in names)
-        if r.stale_s is not None and r.stale_s > 120 and r.state == "running":
+        if r.stalled:
+            metrics = tx.level_word("warn", "stalled") + (f" {metrics}" if metrics else "")
+        elif r.stale_s is not None and r.stale_s > 120 and r.state == "running":
             metrics += f" (stale {format_duration(r.stale_s)})"
         ck = r.checkpoint
         if ck is None:
@@ -533,7 +535,9 @@ def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
         first = views[0]
         what = first.metric or first.kind
         lines.append(styled([(f"{tx.LEVEL_MARK.get(level, ' ')} ", levels[level]),
-                             (rule_id, "bold"), (f"  {what} · {first.action}", levels["muted"])]))
+                             (rule_id, "bold"), (f"  {what} · {first.action}"
+                                                 + (" · default" if first.implicit else ""),
+                                                 levels["muted"])]))
         held: list[str] = []
         for r in views:
             if r.state in ("fired", "warn", "blind"):
@@ -544,6 +548,8 @@ def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
                                      (f" {r.run}", "bold"), (f": {r.reason or ''}", "")]))
             else:
                 value = f"={tx.metric(r.value)}" if r.value is not None else ""
+                if r.kind == "stalled":  # what it measures: the interval, or none yet
+                    value = f" ({r.reason})" if r.reason else ""
                 held.append(f"✓ {r.run}{value}")
         line = "  "
         for item in held:
