@@ -9,7 +9,7 @@ reasons) are the same ones the TUI shows. Every line is made printable
 from __future__ import annotations
 
 from cockpit.printable import printable
-from cockpit.runs.blind import BLIND, BLIND_MARK
+from cockpit.runs.blind import BLIND, BLIND_MARK, WAITING
 from cockpit.snapshot import RunView, Snapshot
 from cockpit.telemetry import format_bytes
 from cockpit.units import format_count, format_duration, format_number, format_percent, format_rate
@@ -23,11 +23,14 @@ STATE_MARK = {
 
 
 def rules_summary(snap: Snapshot) -> str:
-    """`5 ok, 0 fired` — a blind rule counted apart, never as ok (issue 22)."""
+    """`5 ok, 0 fired` — a blind rule counted apart, never as ok (issue 22), and a rule
+    on a run not started yet as waiting (it has watched nothing)."""
     blind = sum(1 for r in snap.rules if r.state == BLIND)
-    fired = sum(1 for r in snap.rules if r.state not in ("ok", BLIND))
-    ok = len(snap.rules) - blind - fired
-    return f"{ok} ok, {fired} fired" + (f", {blind} {BLIND_MARK} blind" if blind else "")
+    waiting = sum(1 for r in snap.rules if r.state == WAITING)
+    fired = sum(1 for r in snap.rules if r.state not in ("ok", BLIND, WAITING))
+    ok = len(snap.rules) - blind - fired - waiting
+    return (f"{ok} ok, {fired} fired" + (f", {blind} {BLIND_MARK} blind" if blind else "")
+            + (f", {waiting} waiting (run not started)" if waiting else ""))
 
 
 def window_line(snap: Snapshot) -> str:
@@ -112,7 +115,7 @@ def status_text(snap: Snapshot) -> str:
                 lines.append(f"  save interval ({r.id}): {r.checkpoint.advice}")
     lines.append("")
     lines.append(f"rules: {rules_summary(snap)}")
-    for rule in (r for r in snap.rules if r.state != "ok"):
+    for rule in (r for r in snap.rules if r.state not in ("ok", WAITING)):
         mark = f"{BLIND_MARK} blind: " if rule.state == BLIND else ""
         lines.append(f"  {rule.rule} on {rule.run}: {mark}{rule.reason}")
     if snap.pending_decisions:

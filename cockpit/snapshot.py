@@ -110,7 +110,7 @@ class RuleView:
     rule: str
     run: str
     kind: str
-    state: str  # ok | warn | fired | blind (the watched metric never seen on the run)
+    state: str  # ok | warn | fired | blind (metric never seen) | waiting (run not started)
     reason: str | None
     action: str
     metric: str | None = None

@@ -34,8 +34,10 @@ def status_line(compact: dict[str, Any]) -> str:
         parts.append("rules" + (f" FIRED {','.join(fired)}" if fired else "")
                      + (f" warn {','.join(warned)}" if warned else "")
                      + (f" ◌ {len(blind)} blind" if blind else ""))
-    else:
+    elif compact["rules"].get("ok", 1) or not compact["rules"].get("waiting"):
         parts.append("rules ok")
+    else:  # every rule waits for its run to start: none has watched anything yet
+        parts.append("rules waiting")
     if compact.get("decisions_pending"):
         parts.append("decide " + ",".join(compact["decisions_pending"]))
     return " · ".join(parts).replace("\n", " ")

@@ -26,6 +26,7 @@ from cockpit.planning.schedule import no_options_reason
 from cockpit.printable import is_printable, printable
 from cockpit.runs.blind import (
     BLIND,
+    WAITING,
     conclusion_runs,
     declared_sources,
     stream_blind,
@@ -44,7 +45,7 @@ from cockpit.snapshot import (
     StageView,
     WindowView,
 )
-from cockpit.state import DONE, RUNNING, CampaignState, RunState
+from cockpit.state import DONE, NOT_STARTED, RUNNING, CampaignState, RunState
 from cockpit.telemetry import GpuReading, HostInfo
 
 
@@ -190,8 +191,12 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                                       _text(hit.reason), rule.action, rule.metric, hit.value,
                                       rule.implicit))
             else:  # unknown is not ok: a metric never seen leaves the rule blind
-                note = stall_note(rule, run, stream) if rule.kind == "stalled" else None
-                rules.append(RuleView(rule.id, run_id, rule.kind, BLIND if blind else "ok",
+                note = stall_note(rule, run, stream) \
+                    if rule.kind == "stalled" and run.state == RUNNING else None
+                # waiting: the run has not started, or a stalled rule has no interval yet
+                state_now = BLIND if blind else WAITING if run.state == NOT_STARTED or \
+                    note == NO_INTERVAL else "ok"
+                rules.append(RuleView(rule.id, run_id, rule.kind, state_now,
                                       _text(blind) if blind else note, rule.action,
                                       rule.metric, value, rule.implicit))
 
@@ -211,13 +216,16 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         machine=obs.machine, machines=obs.machines)
 
 
+NO_INTERVAL = "no interval yet (under 3 steps): cannot tell a stall yet"
+
+
 def stall_note(rule: StopRule, run: RunState, stream: MetricStream | None) -> str:
     """What a stalled rule that holds measures on a run: its median step interval and the
     limit, or that it has none yet (under three stepped points: never stalled)."""
     since = run.started_at.timestamp() - 1.0 if run.started_at else None
     interval = step_interval(stream.recent, since) if stream is not None else None
     if interval is None:
-        return "no interval yet"
+        return NO_INTERVAL
     return f"steps every {span(interval)}, stalled after {span(stall_limit(rule, interval))}"
 
 

@@ -27,6 +27,8 @@ from cockpit.state import NOT_STARTED
 
 BLIND = "blind"
 BLIND_MARK = "◌"  # beside ✓ ok, ! warn, ✗ fired: nothing seen
+# A rule on a run that has not started watches nothing yet: not ok, not blind.
+WAITING = "waiting"
 NAMES_SHOWN = 8  # metric names listed in a blind reason (then "and N more")
 
 

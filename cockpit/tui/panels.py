@@ -515,7 +515,8 @@ def run_rows(snap: Snapshot, levels: Levels) -> list[tuple[str, tuple[Any, ...]]
     return rows
 
 
-RULE_RANK = {"fired": 0, "blind": 1, "warn": 2, "ok": 3}  # blind: never seen, never ok
+RULE_RANK = {"fired": 0, "blind": 1, "warn": 2, "ok": 3, "waiting": 4}  # blind: never
+# seen, never ok; waiting: its run has not started (nothing watched yet, not ok either)
 
 
 def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
@@ -531,7 +532,7 @@ def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
     for rule_id in order:
         views = groups[rule_id]
         worst = min((r.state for r in views), key=lambda st: RULE_RANK.get(st, 3))
-        level = worst if worst in RULE_RANK else "info"
+        level = worst if worst in RULE_RANK and worst != "waiting" else "info"
         first = views[0]
         what = first.metric or first.kind
         lines.append(styled([(f"{tx.LEVEL_MARK.get(level, ' ')} ", levels[level]),
@@ -539,6 +540,7 @@ def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
                                                  + (" · default" if first.implicit else ""),
                                                  levels["muted"])]))
         held: list[str] = []
+        waiting: list[str] = []
         for r in views:
             if r.state in ("fired", "warn", "blind"):
                 last = last_fired == (r.rule, r.run)
@@ -546,6 +548,10 @@ def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
                 lines.append(styled([("  ", ""), (mark, levels[r.state] + (" reverse" if last
                                                                         else "")),
                                      (f" {r.run}", "bold"), (f": {r.reason or ''}", "")]))
+            elif r.state == "waiting" and r.reason:  # running, cannot tell yet
+                lines.append(Text(f"  · {r.run}: {r.reason}", style=levels["muted"]))
+            elif r.state == "waiting":
+                waiting.append(r.run)
             else:
                 value = f"={tx.metric(r.value)}" if r.value is not None else ""
                 if r.kind == "stalled":  # what it measures: the interval, or none yet
@@ -559,6 +565,8 @@ def rules_text(snap: Snapshot, last_fired: tuple[str, str] | None, width: int,
             line += item + "  "
         if line.strip():
             lines.append(Text(line.rstrip(), style=levels["ok"]))
+        if waiting:
+            lines.append(Text(f"  · not started: {', '.join(waiting)}", style=levels["muted"]))
     if not lines:
         lines.append(Text("no stop rules in the plan", style=levels["muted"]))
     return block(lines)
