@@ -261,7 +261,7 @@ def test_tui_main_screen_log_view_and_events_in_tmux(tmp_path: Path, session: st
         logs = wait_for(lambda: screen_with("evil"), 30, "the run's output in the log view")
         time.sleep(1.5)  # a few refreshes of the log view
         tmux("send-keys", "-t", session, "Escape")
-        wait_for(lambda: "SIMULATED" in screen(), 20, "back on the main screen")
+        wait_for(lambda: "SIMULATED" in screen(), 60, "back on the main screen")
         assert cli("note", str(path), "train", HOSTILE).returncode == 0
         assert cli("stop", str(path), "r1", "--reason", HOSTILE).returncode == 0
         wait_for(lambda: "stop of run r1 requested" in screen(), 30, "the events panel")
