@@ -49,7 +49,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "c
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The suite runs in parallel (pytest-xdist, ``--dist loadgroup``): a test that uses a
+    """When the suite runs in parallel (``-n 4 --dist loadgroup``, pytest-xdist), a test that uses a
     module-scoped fixture of ours (a demo run, an export) goes to the worker of its module's
     other such tests, so the fixture is built once, not once per worker. Found from the
     fixtures themselves, so a new module fixture needs no mark."""
