@@ -195,7 +195,7 @@ def test_two_days_forward_for_15_s_then_back_stops_nothing_and_forces_nothing(
     began = datetime.now(timezone.utc)
     try:
         with headless(path, env):
-            wait_for(lambda: len(of_kind(path, "run_started")) == 2, 20, "both runs")
+            wait_for(lambda: len(of_kind(path, "run_started")) == 2, 60, "both runs")
             time.sleep(2)
             shift.write_text(str(2 * 86400))
             time.sleep(15)
@@ -292,7 +292,7 @@ def test_kill_9_between_claim_and_launch_the_next_cockpit_launches(tmp_path: Pat
     try:
         # The fault pause holds the cockpit 3 s between its claim and the launch.
         with headless(path, {"COCKPIT_FAULT_PAUSE": "3"}) as first:
-            wait_for(lambda: of_kind(path, "stage_claimed"), 20, "the launch claim")
+            wait_for(lambda: of_kind(path, "stage_claimed"), 60, "the launch claim")
             first.send_signal(signal.SIGKILL)
             first.wait()
         assert not of_kind(path, "stage_started")

@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+from cockpit import provenance
 from cockpit.export import export_campaign, root_swap, verify_export
 from cockpit.journal import sha256_file
 from tests.test_export_sample import NOW, build_sample
@@ -76,7 +77,12 @@ def _assert_sound(root: Path, previous_sha: str) -> str:
     return info["tar_sha256"]
 
 
-def test_kill_9_at_random_points_never_leaves_a_bad_export(tmp_path):
+def test_kill_9_at_random_points_never_leaves_a_bad_export(tmp_path, monkeypatch):
+    # The environment (a fresh interpreter importing torch: seconds of CPU) is measured
+    # once, for real, and reused by the 22 exports below: what is tried here is the
+    # rename under kill -9, and the children inherit it by the fork.
+    measured = provenance.environment()
+    monkeypatch.setattr(provenance, "environment", lambda: dict(measured))
     campaign, state = build_sample(tmp_path / "c", judge="journal", artifact_pad=300_000)
     out = tmp_path / "exports" / "close"
     first = export_campaign(campaign, state, out_dir=out, now=NOW, verify_reload=False)

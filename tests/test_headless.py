@@ -100,7 +100,7 @@ def test_sighup_reopens_the_status_log(tmp_path: Path):
     rotated = log.with_name("status.jsonl.old")
     log.rename(rotated)  # what logrotate does before it signals
     proc.send_signal(signal.SIGHUP)
-    wait_for(log.exists, timeout=10)
+    wait_for(log.exists, timeout=60)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0
     assert json.loads(log.read_text().splitlines()[-1])["campaign"] == "test-campaign"
@@ -142,7 +142,7 @@ def test_two_live_instances_one_stop_and_one_hook_run(tmp_path: Path):
     for proc in procs:
         proc.communicate(timeout=60)
         assert proc.returncode == 0
-    wait_for(lambda: hook_log.exists() and hook_log.read_text().strip(), timeout=10)
+    wait_for(lambda: hook_log.exists() and hook_log.read_text().strip(), timeout=60)
     time.sleep(0.3)
     calls = [json.loads(line) for line in hook_log.read_text().splitlines() if line.strip()]
     assert len(calls) == 1

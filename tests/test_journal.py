@@ -298,7 +298,7 @@ def test_two_processes_appending_never_interleave_or_lose(tmp_path: Path) -> Non
     start = str(time.time() + 1.0)  # both begin together, after the interpreters are up
     procs = [_run_python(_APPENDER, str(path), str(n), start, who) for who in ("a", "b")]
     for proc in procs:
-        _finish(proc, timeout=120)
+        _finish(proc, timeout=300)  # a hang guard: 2 x 10,000 fsynced appends on a busy box
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b""
     events = [json.loads(line) for line in lines[:-1]]  # every line parses

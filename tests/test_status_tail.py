@@ -49,7 +49,7 @@ def test_status_json_shows_the_last_step_of_a_20_mb_metric_file(tmp_path: Path) 
     journal = Journal(tmp_path / ".cockpit" / "journal.jsonl")
     started = journal.append("stage_started", stage="train", run="r1", manual=True)
     journal.append("run_started", run="r1", stage="train", attempt=started["seq"])
-    result = run_cockpit("status", str(path), "--json")
+    result = run_cockpit("status", str(path), "--json", timeout=300)  # hang guard; 20 MB read
     assert result.returncode == 0, result.stderr
     (run,) = [r for r in json.loads(result.stdout)["runs"] if r["id"] == "r1"]
     assert run["step"] == last

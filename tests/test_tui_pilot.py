@@ -83,9 +83,11 @@ def make_app(path: Path) -> tuple[CockpitApp, Engine]:
     return CockpitApp(engine, interval=0.1), engine
 
 
-async def until(pilot: Any, cond: Callable[[], Any], timeout: float = 10.0) -> None:
+async def until(pilot: Any, cond: Callable[[], Any], timeout: float = 30.0) -> None:
+    """Wait for ``cond`` with the current screen mounted: a screen just pushed is
+    ``app.screen`` before its widgets are composed (a busy box shows the gap)."""
     for _ in range(int(timeout / 0.05)):
-        if cond():
+        if cond() and pilot.app.screen.is_mounted:
             return
         await pilot.pause(0.05)
     raise AssertionError("condition not met in time")
