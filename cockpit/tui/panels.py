@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.containers import Vertical
 from textual.widgets import DataTable, RichLog, Static
 from textual.widgets.data_table import ColumnKey
@@ -327,6 +328,19 @@ class LiveTable(DataTable[Any]):
     def on_mount(self) -> None:
         for key, label in self._columns:
             self.add_column(label, key=key)
+
+    async def _on_idle(self, event: events.Idle) -> None:
+        # Textual (8.2) widens auto-width columns on idle but keeps the cells it rendered
+        # before at the old width (its cell cache ignores the width): a row drawn in
+        # between stays cut short ("con" for "control") until one of its values changes,
+        # which for a run not started is never. When a width moved, drop those renders.
+        before = [c.content_width for c in self.columns.values()]
+        await super()._on_idle(event)
+        if [c.content_width for c in self.columns.values()] != before:
+            clear = getattr(self, "_clear_caches", None)
+            if callable(clear):
+                clear()
+                self.refresh()
 
     def sync(self, rows: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
         keys = [key for key, _ in rows]
