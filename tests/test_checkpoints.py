@@ -123,6 +123,16 @@ def test_file_completes_only_after_it_stops_changing(tmp_path):
     assert view.save_costs[0].seconds == pytest.approx(0.8)
 
 
+def test_no_settle_time_means_complete_even_when_the_clock_reads_earlier(tmp_path):
+    """An ended run's checkpoints need no settle time: a caller whose clock reads a day
+    before the file's mtime (a clock stepped back, a fixed test time) still finds it."""
+    path = _write(tmp_path / "step_20.pt", size=100)
+    day_before = path.stat().st_mtime - 86_400
+    assert CheckpointScanner(tmp_path, settle_seconds=0.0).scan(day_before).newest.path == path
+    # with a settle time, the same clock still waits (it cannot tell the file is done)
+    assert CheckpointScanner(tmp_path, settle_seconds=2.0).scan(day_before).newest is None
+
+
 def test_folder_in_progress_until_its_files_settle(tmp_path):
     scanner = CheckpointScanner(tmp_path, settle_seconds=2.0)
     t0 = time.time()

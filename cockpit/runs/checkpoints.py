@@ -326,7 +326,9 @@ class CheckpointScanner:
             entry.seen_incomplete = True
             return  # HF Trainer renames it when done
         last_change = max(entry.mtime, entry.changed_seen or 0.0)
-        if now - last_change >= self.settle_seconds:
+        # No settle time (an ended run writes nothing more): complete whatever ``now`` is,
+        # also when a caller's clock reads earlier than the file's mtime (a stepped clock).
+        if self.settle_seconds <= 0 or now - last_change >= self.settle_seconds:
             self._set_complete(entry, True)
             if entry.seen_incomplete and entry.mtime > entry.first_seen:
                 # Seen growing: first appearance -> last change (settle time excluded).
