@@ -99,17 +99,24 @@ class Sshd:
         # Only the sshd processes (the listener and one per connection): a shell they
         # started ends by itself with its connection and runs its exit traps (a SIGKILL
         # to a login shell mid-`pyenv rehash` would leave that tool's lock behind).
+        procs: list[psutil.Process] = []
         try:
-            procs = [psutil.Process(self.proc.pid)]
-            procs += [p for p in procs[0].children(recursive=True) if p.name().startswith("sshd")]
+            for child in psutil.Process(self.proc.pid).children(recursive=True):
+                try:
+                    if child.name().startswith("sshd"):
+                        procs.append(child)
+                except psutil.NoSuchProcess:
+                    pass  # a connection that ended while we looked
         except psutil.NoSuchProcess:
-            procs = []
+            pass
+        # The listener always: a child gone mid-listing must not leave it running.
+        self.proc.kill()
         for p in procs:
             try:
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=60)
         self.proc = None
 
 

@@ -239,11 +239,13 @@ def test_a_step_back_of_1_h_right_after_a_stop_request_does_not_delay_the_sigkil
             wait_for(lambda: of_kind(path, "stop_requested"), 30, "the NaN's stop request")
             shift.write_text("-3600")
             asked = time.monotonic()
-            wait_for(lambda: of_kind(path, "stop_done"), 15, "the SIGKILL after the grace")
+            wait_for(lambda: of_kind(path, "stop_done"), 60, "the SIGKILL after the grace")
             took = time.monotonic() - asked
     finally:
         kill_marked(path)
-    assert took < 2 + 5  # stop_grace 2 s, then a tick or two
+    # stop_grace 2 s then a tick or two; the bug this guards against waits the hour the
+    # clock stepped back (3,600 s), so a minute's margin for a loaded box still tells
+    assert took < 60
     journal = events(path)
     assert [e["kind"] for e in journal if e["kind"] == "clock_jump"] == ["clock_jump"]
     stamps = [parse_time(e["t"]) for e in journal]
