@@ -17,7 +17,7 @@ filtered by ownership, folded; an event not folded is named on stderr.
 runs no command and allows no unsafe unpickling that the bag asks for unless
 ``--trust-commands`` is given; ``--rebuild`` (which runs the bag's code) says so on
 stderr before anything runs. A tar is checked against the limits of
-:class:`cockpit.export.tar_verify.TarLimits` (``--max-members``, ``--max-total-gib``,
+:class:`cockpit.export.tar_limits.TarLimits` (``--max-members``, ``--max-total-gib``,
 ``--max-file-gib``). SIGTERM/SIGINT end it with 128 + the signal, its temporary folders
 removed.
 """
@@ -78,7 +78,7 @@ def add_close_commands(sub: Any) -> None:
                         "not a sandbox): never by default")
     p.add_argument("--rebuild-timeout", type=float, default=300.0, metavar="SECONDS",
                    help="time limit of each rebuild (default 300)")
-    from cockpit.export.tar_verify import DEFAULT_LIMITS, GIB
+    from cockpit.export.tar_limits import DEFAULT_LIMITS, GIB
 
     p.add_argument("--max-members", type=number_between(int, 0, 1e9, "a whole number"),
                    default=DEFAULT_LIMITS.max_members,
@@ -168,7 +168,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_verify_export(args: argparse.Namespace) -> int:
     from cockpit.export.rebuild_check import NOTICE
-    from cockpit.export.tar_verify import GIB, Interrupted, TarLimits, removed_on_signal
+    from cockpit.export.tar_limits import GIB, TarLimits
+    from cockpit.export.tar_verify import Interrupted, removed_on_signal
 
     if args.rebuild:
         # Said before anything runs, on stderr so --json stays one object.

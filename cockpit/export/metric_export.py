@@ -38,7 +38,7 @@ from typing import Any
 
 from cockpit.campaign.model import Campaign
 from cockpit.export.payload import Payload
-from cockpit.export.tar_verify import DEFAULT_LIMITS
+from cockpit.export.tar_limits import DEFAULT_LIMITS
 from cockpit.runs.metric_readers import (
     TENSORBOARD_MISSING,
     TensorBoardReader,

@@ -26,31 +26,15 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cockpit.export.export_checks import Check
+from cockpit.export.tar_limits import DEFAULT_LIMITS, GIB, TarLimits
 from cockpit.export.verifier import VerifyExportReport, find_bag, verify_export
 from cockpit.printable import printable
 
 CHUNK = 1 << 20
-GIB = 1 << 30
-
-
-@dataclass(frozen=True)
-class TarLimits:
-    """What ``verify-export TAR`` accepts before unpacking (flags override each)."""
-
-    # An export holds the code, the plan, the journal, per run a few files and the
-    # chosen checkpoints: thousands of files at most, never tens of thousands.
-    max_members: int = 10_000
-    # The whole unpacked bag, and one file of it (a large checkpoint fits; a TiB does not).
-    max_total_bytes: int = 512 * GIB
-    max_file_bytes: int = 128 * GIB
-
-
-DEFAULT_LIMITS = TarLimits()
 
 
 def sha256_of(path: Path) -> str:
