@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cockpit.runs.checkpoints import CheckpointScanner
-from cockpit.runs.reload_check import verify_checkpoint
+from cockpit.runs.checkpoints.discovery import CheckpointScanner
+from cockpit.runs.checkpoints.reload_check import verify_checkpoint
 
 
 def bench_scan(root: Path, files: int, ticks: int) -> None:

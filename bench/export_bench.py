@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cockpit.campaign import load_campaign  # noqa: E402
 from cockpit.export import export_campaign  # noqa: E402
-from cockpit.journal import Journal  # noqa: E402
-from cockpit.state import fold  # noqa: E402
+from cockpit.journal.fold import fold  # noqa: E402
+from cockpit.journal.log import Journal  # noqa: E402
 
 START = datetime(2026, 12, 2, 8, 0, tzinfo=timezone.utc)
 

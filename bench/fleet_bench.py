@@ -1,7 +1,7 @@
 """The fleet tick over 2 and 8 peers on loopback against the local tick, and the bytes a
 pull of an idle peer costs. Not a test: prints numbers for the README.
 
-One real sshd on 127.0.0.1 (keys in a temporary folder, as tests/test_fleet.py; needs
+One real sshd on 127.0.0.1 (keys in a temporary folder, as tests/e2e/test_fleet.py; needs
 root and openssh-server). Each peer is a campaign folder with a journal of
 ``--events`` events; machine 1 (the local one) ticks its engine with the peers pulled
 in the background (the tick reads the local copies only), measured against the same
@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.campaigns import step_command, write_campaign  # noqa: E402
-from tests.sshd import Keys, Sshd, skip_reason  # noqa: E402
+from tests.helpers.campaigns import step_command, write_campaign  # noqa: E402
+from tests.helpers.sshd import Keys, Sshd, skip_reason  # noqa: E402
 
 
 def campaign(folder: Path, machines: dict[str, dict[str, object]], count: int) -> Path:
@@ -46,7 +46,7 @@ def campaign(folder: Path, machines: dict[str, dict[str, object]], count: int) -
 
 
 def fill(file: Path, n: int) -> None:
-    from cockpit.journal import Journal
+    from cockpit.journal.log import Journal
 
     journal = Journal(file.parent / ".cockpit" / "journal.jsonl")
     for i in range(n):

@@ -36,7 +36,7 @@ RUN_SCRIPT = textwrap.dedent("""
 
 BASELINE = textwrap.dedent("""
     import sys, time
-    from cockpit.telemetry.fake_nvml import FakeNvml
+    from cockpit.telemetry.simulated.nvml import FakeNvml
     nvml = FakeNvml.simulated(8).module()
     nvml.nvmlInit()
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(8)]

@@ -13,7 +13,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cockpit.journal import Journal
+from cockpit.journal.log import Journal
 
 
 def bare(path: Path, n: int) -> float:

@@ -41,7 +41,7 @@ from typing import Any
 import psutil
 
 from cockpit.telemetry import GPU_SERIES, HOST_SERIES, GpuSampler, HostSampler, TelemetryHistory
-from cockpit.telemetry.fake_nvml import FakeNvml
+from cockpit.telemetry.simulated.nvml import FakeNvml
 
 N_GPUS = 8
 DAYS = 30

@@ -35,7 +35,7 @@ from textual.widgets import Sparkline  # noqa: E402
 from cockpit.campaign import load_campaign  # noqa: E402
 from cockpit.engine import Engine, default_samplers  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
-from tests.campaigns import step_command, write_campaign  # noqa: E402
+from tests.helpers.campaigns import step_command, write_campaign  # noqa: E402
 
 
 class BareApp(App[None]):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit import report
-from cockpit.fsutil import fsync_dir
+from cockpit.common.fsutil import fsync_dir
 
 FORMAT = "cockpit.resume/1"
 

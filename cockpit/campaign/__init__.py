@@ -1,7 +1,7 @@
 """The campaign plan: frozen model, offer catalog, and the located YAML loader.
 
-Imports nothing outside the plan package but :mod:`cockpit.units` and
-:mod:`cockpit.errors`: run code depends on the plan, never the other way round.
+Imports nothing outside the plan package but :mod:`cockpit.common.units` and
+:mod:`cockpit.common.errors`: run code depends on the plan, never the other way round.
 """
 
 from cockpit.campaign.catalog import BUILTIN_OFFERS

@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from cockpit.campaign.model import Offer
-from cockpit.units import Money
+from cockpit.common.units import Money
 
 
 def _usd(amount: str) -> Money:

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from cockpit.campaign.yamlread import KeyPath, Located
-from cockpit.errors import InputError, Problem
-from cockpit.units import DURATION_BOUND, MAX_DURATION_S, parse_duration
+from cockpit.common.errors import InputError, Problem
+from cockpit.common.units import DURATION_BOUND, MAX_DURATION_S, parse_duration
 
 # Ids of offers, stages, runs and rules.
 NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")

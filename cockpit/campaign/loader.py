@@ -41,7 +41,7 @@ from cockpit.campaign.sections_guards import (
 from cockpit.campaign.sections_machines import check_machines, read_machines
 from cockpit.campaign.sections_runs import check_payload_paths, read_runs
 from cockpit.campaign.yamlread import KeyPath, parse_yaml, read_text
-from cockpit.units import Money
+from cockpit.common.units import Money
 
 CAMPAIGN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 ROLES = ("control", "data_check", "resume_check", "pilot", "export", "retrieval")

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-from cockpit.units import Money
+from cockpit.common.units import Money
 
 CATEGORIES = ("essential", "useful", "exploratory")
 # Optional stages may be dropped by a decision or a shortened protocol; essential never.

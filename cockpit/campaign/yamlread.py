@@ -18,7 +18,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from cockpit.errors import InputError, Problem
+from cockpit.common.errors import InputError, Problem
 
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 64

@@ -50,9 +50,9 @@ from cockpit.cli.common import (
     Handler,
     number_between,
 )
-from cockpit.errors import InputError
-from cockpit.printable import printable_block
-from cockpit.units import parse_duration
+from cockpit.common.errors import InputError
+from cockpit.common.printable import printable_block
+from cockpit.common.units import parse_duration
 
 _positive_seconds = number_between(float, 0, 86400, "a number of seconds")
 

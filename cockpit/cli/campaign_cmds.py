@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from cockpit.cli.common import EXIT_OK, acting
-from cockpit.units import for_packages, format_duration, format_hours
+from cockpit.common.units import for_packages, format_duration, format_hours
 
 # A headless instance writes a status line each tick; one fresher than this is "live".
 LIVE_STATUS_S = 15.0
@@ -25,7 +25,7 @@ def _line_from_status_log(file: str) -> str | None:
     import time
     from pathlib import Path
 
-    from cockpit.statusline import read_last_line, status_line
+    from cockpit.headless.status_line import read_last_line, status_line
 
     log = Path(file).resolve().parent / ".cockpit" / "status.jsonl"
     try:
@@ -51,10 +51,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(line)
             return EXIT_OK
     from cockpit.engine import Engine
-    from cockpit.render_text import status_text
-    from cockpit.snapshot import snapshot_json
-    from cockpit.statusline import status_line
-    from cockpit.statuslog import compact_json
+    from cockpit.engine.snapshot import snapshot_json
+    from cockpit.headless.render_text import status_text
+    from cockpit.headless.status_line import status_line
+    from cockpit.headless.status_log import compact_json
 
     if args.line:
         # No long NVML init for a status bar: GPUs show as n/a unless simulated.
@@ -87,7 +87,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     if args.json or args.line:
         return cmd_status(args)
     if args.headless:
-        from cockpit.headless import run_headless
+        from cockpit.headless.loop import run_headless
 
         return run_headless(args)
     need_terminal(args, "cockpit fleet FILE --headless")
@@ -98,9 +98,9 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 def _fleet_action(args: argparse.Namespace) -> int:
     from cockpit.cli import FLEET_ACTIONS, build_parser
+    from cockpit.common.errors import InputError
+    from cockpit.common.printable import printable_block
     from cockpit.engine import Engine, describe_event
-    from cockpit.errors import InputError
-    from cockpit.printable import printable_block
 
     words = list(args.action)
     if not words or words[0] not in FLEET_ACTIONS:
@@ -142,7 +142,7 @@ def need_terminal(args: argparse.Namespace, instead: str) -> None:
     ``cockpit demo`` decides by itself and is not checked here. Bad input is named first
     (the campaign file, the theme): its located message says more than "no terminal"."""
     from cockpit.campaign import load_campaign
-    from cockpit.errors import InputError
+    from cockpit.common.errors import InputError
     from cockpit.tui.themes import ThemeMissing, resolve
 
     load_campaign(args.file)
@@ -166,20 +166,20 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 @acting
 def cmd_demo(args: argparse.Namespace) -> int:
-    from cockpit.demo import run_demo
+    from cockpit.cli.demo import run_demo
 
     return run_demo(args)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from cockpit.scaffold import run_init
+    from cockpit.cli.scaffold import run_init
 
     return run_init(args)
 
 
 @acting
 def cmd_headless(args: argparse.Namespace) -> int:
-    from cockpit.headless import run_headless
+    from cockpit.headless.loop import run_headless
 
     return run_headless(args)
 
@@ -205,7 +205,7 @@ def _check_sources(campaign: Any, file: str) -> None:
     from pathlib import Path
 
     from cockpit.campaign.yamlread import parse_yaml, read_text
-    from cockpit.errors import InputError
+    from cockpit.common.errors import InputError
     from cockpit.runs.source_check import source_findings
 
     errors, warnings = source_findings(campaign)

@@ -3,13 +3,13 @@
 This module owns their argument parsing (``add_close_commands(sub)``, called last by
 :func:`cockpit.cli.build_parser`) and handlers.
 Each handler takes the argparse namespace and returns an exit code; bad input raises
-:class:`cockpit.errors.InputError` (the CLI prints it and exits 2). ``budget`` only
+:class:`cockpit.common.errors.InputError` (the CLI prints it and exits 2). ``budget`` only
 reads: it never creates or writes anything. ``export`` writes under the campaign's
 ``.cockpit/export/`` (or ``--out``) and journals ``export_done``; it exits 0 when the
 export verified, 1 when it was written but a check failed (a failed export never
 replaces a verified one: it is kept beside it, and the command says which is current).
 ``budget``, ``export`` (REPORT.md, the bag's journal and history) and ``next`` read the
-campaign's history through :func:`cockpit.history.read_history`, the read path of
+campaign's history through :func:`cockpit.journal.read.read_history`, the read path of
 ``status``: this machine's journal and its peers' copies (pulled once, as ``status``
 does; the copies under ``.cockpit/peers/`` are the only files a read writes), merged,
 filtered by ownership, folded; an event not folded is named on stderr.
@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.cli.common import number_between
-from cockpit.errors import InputError
-from cockpit.printable import printable, printable_block
+from cockpit.common.errors import InputError
+from cockpit.common.printable import printable, printable_block
 
 if TYPE_CHECKING:
-    from cockpit.history import History
+    from cockpit.journal.read import History
 
 
 def add_close_commands(sub: Any) -> None:
@@ -105,9 +105,9 @@ def _load(file: str, *, as_decided: bool = False) -> History:
     """The campaign's history as this machine reads it: its journal and its peers'
     copies, merged and filtered by ownership — the same read path as ``status``."""
     from cockpit.campaign import load_campaign
+    from cockpit.common.printable import printable
     from cockpit.engine import machine_from_env
-    from cockpit.history import read_history
-    from cockpit.printable import printable
+    from cockpit.journal.read import read_history
 
     campaign = load_campaign(file)
     history = read_history(campaign, machine_from_env(), as_decided=as_decided)
@@ -117,8 +117,8 @@ def _load(file: str, *, as_decided: bool = False) -> History:
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
-    from cockpit.budget import budget, render_budget
-    from cockpit.conclusion import conclude_now
+    from cockpit.close.budget import budget, render_budget
+    from cockpit.close.conclusion import conclude_now
 
     history = _load(args.file)
     campaign, state = history.campaign, history.state
@@ -220,7 +220,7 @@ def cmd_next(args: argparse.Namespace) -> int:
     from statistics import median
 
     from cockpit.planning.calibrate import MeasuredCosts, calibrate
-    from cockpit.runs.checkpoint_verifier import reported_scanner
+    from cockpit.runs.checkpoints.verifier import reported_scanner
 
     if args.out is not None and Path(args.out).exists():
         raise InputError(f"next: {args.out} exists; give --out a new file (nothing was "

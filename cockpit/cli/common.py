@@ -42,9 +42,9 @@ def acting(handler: Handler) -> Handler:
     """Actions refused for a reason (not bad input) print it and exit 1."""
 
     def wrapped(args: argparse.Namespace) -> int:
-        from cockpit.errors import ActionRefused
-        from cockpit.journal import JournalError
-        from cockpit.printable import printable  # a refusal names runs, notes, paths
+        from cockpit.common.errors import ActionRefused
+        from cockpit.common.printable import printable  # a refusal names runs, notes, paths
+        from cockpit.journal.log import JournalError
 
         try:
             return handler(args)

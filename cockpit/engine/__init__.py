@@ -28,15 +28,15 @@ from datetime import datetime
 from pathlib import Path
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.errors import ActionRefused, InputError
 from cockpit.engine.build import Observations, build_snapshot
 from cockpit.engine.clockwatch import ClockJump
 from cockpit.engine.core import ExitVerdict, params_hash
-from cockpit.engine.events import EVENT_KINDS, describe_event
 from cockpit.engine.guards import Guarding
 from cockpit.engine.ports import Clock, SystemClock, utc_now
-from cockpit.errors import ActionRefused, InputError
-from cockpit.journal import format_time
-from cockpit.snapshot import Snapshot
+from cockpit.engine.snapshot import Snapshot
+from cockpit.journal.events import EVENT_KINDS, describe_event
+from cockpit.journal.log import format_time
 from cockpit.telemetry import GpuSampler, HostSampler
 
 
@@ -59,7 +59,8 @@ class Engine(Guarding):
         journals are pulled: ``pull="background"`` in a thread (the faces), ``"once"``
         now, within a time limit (one-shot commands), ``"cache"`` not at all."""
         from cockpit.campaign import load_campaign
-        from cockpit.fleet.peers import NullJournal, PeerSet
+        from cockpit.fleet.peers import PeerSet
+        from cockpit.journal.log import NullJournal
         from cockpit.telemetry import simulate_count_from_env
 
         campaign = load_campaign(path)
@@ -151,7 +152,7 @@ def machine_from_env() -> int:
 
 
 def default_samplers(campaign: Campaign, simulate: int) -> tuple[GpuSampler, HostSampler]:
-    from cockpit.telemetry.gpu import GpuSampler as _Gpu
+    from cockpit.telemetry.nvml.adapter import GpuSampler as _Gpu
 
     paths = [campaign.folder]
     for run in campaign.runs.values():

@@ -19,22 +19,32 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.campaign.model import Campaign, Stage
+from cockpit.common.errors import ActionRefused, InputError
+from cockpit.common.printable import printable
 from cockpit.engine.core import params_hash
 from cockpit.engine.ports import JournalView
 from cockpit.engine.readiness import restart_refusal
 from cockpit.engine.records import Recording
-from cockpit.env_record import record_environment
-from cockpit.errors import ActionRefused, InputError
-from cockpit.journal import JournalError
-from cockpit.printable import printable
-from cockpit.runs.checkpoint_verifier import (
+from cockpit.journal.fold import (
+    DONE,
+    DROPPED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    SKIPPED,
+    CampaignState,
+    fold,
+)
+from cockpit.journal.log import JournalError
+from cockpit.runs.checkpoints.discovery import CheckpointInfo
+from cockpit.runs.checkpoints.verifier import (
     checkpoint_step,
     choose_checkpoint,
     report_fields,
     resume_equivalence,
     verify_run_checkpoint,
 )
-from cockpit.runs.checkpoints import CheckpointInfo
+from cockpit.runs.env_record import record_environment
 from cockpit.runs.supervisor import (
     MARKER_ENV,
     Launched,
@@ -44,16 +54,6 @@ from cockpit.runs.supervisor import (
     report_path,
     stage_gpus,
     stage_marker_prefix,
-)
-from cockpit.state import (
-    DONE,
-    DROPPED,
-    FAILED,
-    PENDING,
-    RUNNING,
-    SKIPPED,
-    CampaignState,
-    fold,
 )
 
 
@@ -365,7 +365,7 @@ class Acting(Recording):
     def _refuse_last_variant(self, state: CampaignState, drops: tuple[str, ...]) -> None:
         """A limit that would drop the question's last variant is a revise (D4): the
         conclusion could no longer be answered. Bad input, located at the file."""
-        from cockpit.conclusion import question_variants
+        from cockpit.close.conclusion import question_variants
 
         spec = self.campaign.conclusion
         variants = question_variants(self.campaign)

@@ -4,7 +4,7 @@
 observed arrives in :class:`Observations`, so the same inputs give the same
 Snapshot (the faces' only view of the engine). What in it came from a run, a note or a
 journal line (reasons, notes, metric names, checkpoint paths, warnings) is made
-printable here, once, for every face (:mod:`cockpit.printable`).
+printable here, once, for every face (:mod:`cockpit.common.printable`).
 """
 
 from __future__ import annotations
@@ -14,28 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from cockpit.budget import budget
 from cockpit.campaign.model import Campaign, MetricCheck, StopRule
-from cockpit.conclusion import conclude
+from cockpit.close.budget import budget
+from cockpit.close.conclusion import conclude
+from cockpit.common.printable import is_printable, printable
 from cockpit.engine import readiness
 from cockpit.engine.core import parse_t
-from cockpit.journal import JournalProblem
-from cockpit.planning.deadline import closing_times, expected_export_bytes, retrieve_by
-from cockpit.planning.forecast import forecast
-from cockpit.planning.schedule import no_options_reason
-from cockpit.printable import is_printable, printable
-from cockpit.runs.blind import (
-    BLIND,
-    WAITING,
-    conclusion_runs,
-    declared_sources,
-    stream_blind,
-    watches_metric,
-)
-from cockpit.runs.checkpoints import CheckpointScan, interval_advice
-from cockpit.runs.metrics import MetricPoint, MetricStream
-from cockpit.runs.rules import span, stall_limit, step_interval
-from cockpit.snapshot import (
+from cockpit.engine.snapshot import (
     CheckpointView,
     EventLine,
     MachineView,
@@ -45,7 +30,22 @@ from cockpit.snapshot import (
     StageView,
     WindowView,
 )
-from cockpit.state import DONE, NOT_STARTED, RUNNING, CampaignState, RunState
+from cockpit.journal.fold import DONE, NOT_STARTED, RUNNING, CampaignState, RunState
+from cockpit.journal.log import JournalProblem
+from cockpit.planning.deadline import closing_times, expected_export_bytes, retrieve_by
+from cockpit.planning.forecast import forecast
+from cockpit.planning.schedule import no_options_reason
+from cockpit.runs.blind import (
+    BLIND,
+    WAITING,
+    conclusion_runs,
+    declared_sources,
+    stream_blind,
+    watches_metric,
+)
+from cockpit.runs.checkpoints.discovery import CheckpointScan, interval_advice
+from cockpit.runs.metrics.stream import MetricPoint, MetricStream
+from cockpit.runs.rules import span, stall_limit, step_interval
 from cockpit.telemetry import GpuReading, HostInfo
 
 
@@ -99,8 +99,8 @@ def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
 def reported_progress(campaign: Campaign, state: CampaignState) -> dict[str, float]:
     """Fraction done per started stage, read once from its run's files (its latest
     step / max_steps): for the close (``next``, REPORT.md), where no engine polls."""
-    from cockpit.runs.checkpoint_verifier import run_stream
-    from cockpit.runs.metric_tail import seed_from_tail
+    from cockpit.runs.checkpoints.verifier import run_stream
+    from cockpit.runs.metrics.tail import seed_from_tail
 
     streams: dict[str, MetricStream] = {}
     for run_id, run in state.runs.items():

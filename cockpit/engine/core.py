@@ -22,9 +22,11 @@ from types import MappingProxyType
 from typing import Any
 
 from cockpit.campaign.model import Campaign, Stage
+from cockpit.common.errors import ActionRefused, InputError
+from cockpit.common.printable import printable
 from cockpit.engine import readiness
 from cockpit.engine.clockwatch import ClockJump, ClockWatch
-from cockpit.engine.events import describe_event
+from cockpit.engine.hooks import HookRunner
 from cockpit.engine.ports import (
     Clock,
     EventJournal,
@@ -34,20 +36,19 @@ from cockpit.engine.ports import (
     Supervisor,
     as_clock,
 )
-from cockpit.errors import ActionRefused, InputError
-from cockpit.fleet.peers import PeerSet, merge_events
-from cockpit.history import history_of
-from cockpit.hooks import HookRunner
-from cockpit.journal import Journal, parse_time
+from cockpit.engine.snapshot import EventLine, MachineView
+from cockpit.fleet.peers import PeerSet
+from cockpit.journal.events import describe_event
+from cockpit.journal.fold import CampaignState, fold
+from cockpit.journal.log import Journal, parse_time
+from cockpit.journal.merge import merge_events
+from cockpit.journal.read import history_of
 from cockpit.planning.deadline import export_size
-from cockpit.printable import printable
-from cockpit.runs.checkpoint_verifier import BackgroundVerifier
-from cockpit.runs.checkpoints import CheckpointScan, CheckpointScanner
-from cockpit.runs.metrics import MetricStream
+from cockpit.runs.checkpoints.discovery import CheckpointScan, CheckpointScanner
+from cockpit.runs.checkpoints.verifier import BackgroundVerifier
+from cockpit.runs.metrics.stream import MetricStream
 from cockpit.runs.rules import rules_hash
 from cockpit.runs.supervisor import alive as process_alive
-from cockpit.snapshot import EventLine, MachineView
-from cockpit.state import CampaignState, fold
 from cockpit.telemetry import GpuReading, HostInfo, IdleDetector
 
 RECENT_EVENTS = 50

@@ -27,24 +27,16 @@ import contextlib
 import signal
 from datetime import datetime
 
-from cockpit.acceptance import awaiting_verdict, has_slow_checks
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, StopRule
-from cockpit.conclusion import conclude_now, on_deadline
+from cockpit.close.acceptance import awaiting_verdict, has_slow_checks
+from cockpit.close.conclusion import conclude_now, on_deadline
+from cockpit.common.errors import ActionRefused
+from cockpit.common.units import format_duration
 from cockpit.engine.actions import Acting
 from cockpit.engine.build import progress_of
 from cockpit.engine.core import ExitVerdict, parse_t
-from cockpit.errors import ActionRefused
-from cockpit.hooks import hook_event_name
-from cockpit.planning.deadline import (
-    closing_times,
-    deadline_check,
-    expected_export_bytes,
-    work_end,
-)
-from cockpit.planning.forecast import forecast
-from cockpit.runs.blind import declared_sources, stream_blind, watches_metric
-from cockpit.runs.rules import Firing, check_points, check_restart, check_stalled, step_interval
-from cockpit.state import (
+from cockpit.engine.hooks import hook_event_name
+from cockpit.journal.fold import (
     DONE,
     FAILED,
     NOT_STARTED,
@@ -54,7 +46,15 @@ from cockpit.state import (
     CampaignState,
     RunState,
 )
-from cockpit.units import format_duration
+from cockpit.planning.deadline import (
+    closing_times,
+    deadline_check,
+    expected_export_bytes,
+    work_end,
+)
+from cockpit.planning.forecast import forecast
+from cockpit.runs.blind import declared_sources, stream_blind, watches_metric
+from cockpit.runs.rules import Firing, check_points, check_restart, check_stalled, step_interval
 
 HOOK_MAX_AGE_S = 600.0
 BLIND_GRACE_S = 120.0  # a running run's first reports come within this; then blind is news

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cockpit.acceptance import (
+from cockpit.close.acceptance import (
     Judgement,
     awaiting_verdict,
     has_slow_checks,
@@ -27,19 +27,27 @@ from cockpit.acceptance import (
 )
 from cockpit.engine.core import EngineCore, parse_t
 from cockpit.engine.ports import ancestor_run
-from cockpit.journal import parse_time
-from cockpit.runs.checkpoint_verifier import (
+from cockpit.journal.fold import (
+    DONE,
+    FAILED,
+    NOT_STARTED,
+    RUNNING,
+    STOPPED,
+    CampaignState,
+    RunState,
+)
+from cockpit.journal.log import parse_time
+from cockpit.runs.checkpoints.discovery import CheckpointScanner
+from cockpit.runs.checkpoints.verifier import (
     feed_checkpoint_reports,
     report_fields,
     run_stream,
     scanner_for,
 )
-from cockpit.runs.checkpoints import CheckpointScanner
 from cockpit.runs.exit_reason import failure_reason
-from cockpit.runs.metric_tail import seed_from_tail
-from cockpit.runs.metrics import MetricStream
+from cockpit.runs.metrics.stream import MetricStream
+from cockpit.runs.metrics.tail import seed_from_tail
 from cockpit.runs.supervisor import no_space_note, stage_gpus
-from cockpit.state import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState, RunState
 from cockpit.telemetry import IdleDetector
 
 # How long past the reload's own time limit a verification claim still holds.

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import psutil
 
 from cockpit.campaign.model import Campaign, Stage
-from cockpit.journal import JournalProblem
+from cockpit.journal.log import JournalProblem
 from cockpit.runs import supervisor as _supervisor
 from cockpit.runs.supervisor import Launched, Marked
 from cockpit.telemetry import GpuReading, HostInfo
@@ -95,7 +95,7 @@ class JournalView(Protocol):
 
 
 class EventJournal(Protocol):
-    """What the engine uses of :class:`cockpit.journal.Journal`."""
+    """What the engine uses of :class:`cockpit.journal.log.Journal`."""
 
     def events(self) -> list[dict[str, Any]]: ...
 

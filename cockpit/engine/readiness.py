@@ -9,11 +9,11 @@ the question under revision). Used by the snapshot, auto-start and ``start``.
 
 from __future__ import annotations
 
-from cockpit.acceptance import awaiting_verdict
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, Stage
+from cockpit.close.acceptance import awaiting_verdict
+from cockpit.journal.fold import ENDED, FAILED, PENDING, RUNNING, STOPPED, CampaignState
 from cockpit.planning.advice import downstream
 from cockpit.planning.schedule import resource_conflict
-from cockpit.state import ENDED, FAILED, PENDING, RUNNING, STOPPED, CampaignState
 
 
 def stage_status(campaign: Campaign, state: CampaignState, stage: Stage) -> str:

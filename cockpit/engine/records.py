@@ -10,11 +10,11 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.campaign.model import Run
+from cockpit.common.errors import ActionRefused, InputError
+from cockpit.common.units import other_cost, plain_amount
 from cockpit.engine.observe import Observing
 from cockpit.engine.ports import JournalView
-from cockpit.errors import ActionRefused, InputError
-from cockpit.plan_record import decided_campaign, pack
-from cockpit.state import (
+from cockpit.journal.fold import (
     FAILED,
     RUNNING,
     STOPPED,
@@ -22,7 +22,7 @@ from cockpit.state import (
     CampaignState,
     RunState,
 )
-from cockpit.units import other_cost, plain_amount
+from cockpit.journal.plan_record import decided_campaign, pack
 
 
 class Recording(Observing):
@@ -65,7 +65,7 @@ class Recording(Observing):
         self._judgeable(run_id, run)
         if run.verdict == "accepted":
             return None
-        from cockpit.acceptance import accept_problems, evaluate_acceptance
+        from cockpit.close.acceptance import accept_problems, evaluate_acceptance
 
         failed: list[str] = []
         if spec.acceptance:

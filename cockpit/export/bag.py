@@ -52,11 +52,12 @@ from pathlib import Path
 from typing import Any
 
 import cockpit
-from cockpit import provenance
-from cockpit.acceptance import blind_rules_of, last_metrics, newest_checkpoint
-from cockpit.budget import budget
 from cockpit.campaign.model import Campaign
-from cockpit.conclusion import conclude, conclusion_spec
+from cockpit.close.acceptance import blind_rules_of, last_metrics, newest_checkpoint
+from cockpit.close.budget import budget
+from cockpit.close.conclusion import conclude, conclusion_spec
+from cockpit.common.fsutil import fsync_dir
+from cockpit.common.printable import printable_block
 from cockpit.export.bagit_files import fetch_target, fetch_text, write_bag_files, write_tar
 from cockpit.export.export_checks import HISTORY_FILE
 from cockpit.export.hashing import HashCache
@@ -81,12 +82,11 @@ from cockpit.export.root_swap import (
     swap_in,
 )
 from cockpit.export.verifier import VerifyExportReport, verify_export
-from cockpit.fsutil import fsync_dir
-from cockpit.journal import Journal, format_time
-from cockpit.printable import printable_block
-from cockpit.runs.checkpoints import CheckpointInfo
-from cockpit.runs.reload_check import verify_checkpoint
-from cockpit.state import NOT_STARTED, RUNNING, CampaignState, fold
+from cockpit.journal.fold import NOT_STARTED, RUNNING, CampaignState, fold
+from cockpit.journal.log import Journal, format_time
+from cockpit.runs import provenance
+from cockpit.runs.checkpoints.discovery import CheckpointInfo
+from cockpit.runs.checkpoints.reload_check import verify_checkpoint
 
 ARTIFACT_MODES = ("final", "all", "none")
 MANIFEST_FORMAT = "cockpit-export/1"
@@ -187,7 +187,7 @@ def export_campaign(
 ) -> ExportResult:
     """Write the export atomically, verify it (verify-export) and journal ``export_done``.
 
-    ``history``: the events ``state`` was folded from (:mod:`cockpit.history`: this
+    ``history``: the events ``state`` was folded from (:mod:`cockpit.journal.read`: this
     machine's and its peers', filtered by ownership); None: this machine's journal."""
     if artifacts not in ARTIFACT_MODES:
         raise ValueError(f"artifacts must be one of {', '.join(ARTIFACT_MODES)}")

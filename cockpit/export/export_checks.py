@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from cockpit.acceptance import compare_ids, read_expected_ids, read_prediction_ids
-from cockpit.runs.reload_check import run_verify_command
-from cockpit.safe_json import loads_bounded
+from cockpit.close.acceptance import compare_ids, read_expected_ids, read_prediction_ids
+from cockpit.common.safe_json import loads_bounded
+from cockpit.runs.checkpoints.reload_check import run_verify_command
 
 # In a bag of a campaign on several machines: the history the export was folded from
 # (every machine's events kept by the ownership rules), beside this machine's journal.
@@ -96,7 +96,7 @@ def bag_valid(bag: Path) -> Check:
 
 
 def _manifest_problems(bag: Path) -> list[str]:
-    from cockpit.journal import sha256_file
+    from cockpit.journal.log import sha256_file
 
     problems: list[str] = []
     listed: set[str] = set()

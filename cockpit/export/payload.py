@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cockpit.campaign.model import Campaign, exportable
 from cockpit.export.hashing import HashCache, copy_hashed, hash_file
-from cockpit.state import FAILED, NOT_STARTED, RUNNING, STOPPED, SUCCEEDED, CampaignState
+from cockpit.journal.fold import FAILED, NOT_STARTED, RUNNING, STOPPED, SUCCEEDED, CampaignState
 
 LINK_MIN_BYTES = 1024 * 1024  # smaller artifacts are copied: a link saves nothing there
 

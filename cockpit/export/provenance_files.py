@@ -7,7 +7,7 @@ with their sha256, ``git.json`` + ``uncommitted.patch`` in a git work tree),
 ``data/plan/campaign.as-decided.yaml`` / ``campaign.at-end.yaml``, the environment
 warnings (a change since the first run start, journaled by ``start``) and the
 ``reload.py`` table: for each accepted run that declares ``model:``, its model, params
-and checkpoint. The facts come from :mod:`cockpit.provenance`.
+and checkpoint. The facts come from :mod:`cockpit.runs.provenance`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 
 import yaml
 
-from cockpit import provenance
 from cockpit.campaign.model import Campaign, Run
-from cockpit.env_record import environment_warnings, recorded_environment
 from cockpit.export.payload import Payload
 from cockpit.export.reload_script import reload_script
-from cockpit.plan_record import plan_versions
+from cockpit.journal.plan_record import plan_versions
+from cockpit.runs import provenance
+from cockpit.runs.env_record import environment_warnings, recorded_environment
 
 AS_DECIDED = "plan/campaign.as-decided.yaml"
 AT_END = "plan/campaign.at-end.yaml"

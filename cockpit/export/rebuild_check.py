@@ -41,11 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cockpit.env_record import environment_warnings, recorded_environment
+from cockpit.common.printable import printable
+from cockpit.common.safe_json import loads_bounded
 from cockpit.export.export_checks import Check, bag_member
-from cockpit.printable import printable
-from cockpit.provenance import compact_environment
-from cockpit.safe_json import loads_bounded
+from cockpit.runs.env_record import environment_warnings, recorded_environment
+from cockpit.runs.provenance import compact_environment
 
 REBUILD_TIMEOUT_S = 300.0
 

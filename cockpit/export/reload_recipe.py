@@ -1,7 +1,7 @@
 """Reload recipes: how each exported artifact reloads (``reload.json``, ``RELOAD.md``).
 
 This module owns the per-artifact entry (layout, loader, snippet, the
-``python -m cockpit.runs.reload_worker`` check command, the pinned base of an adapter,
+``python -m cockpit.runs.checkpoints.reload_worker`` check command, the pinned base of an adapter,
 D23) and the human RELOAD.md written from those entries.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import cockpit
 from cockpit.campaign.model import Campaign, Run
 from cockpit.export.payload import FileEntry
-from cockpit.runs.checkpoints import CheckpointInfo
+from cockpit.runs.checkpoints.discovery import CheckpointInfo
 
 LOADER_PACKAGES = ("torch", "safetensors", "transformers", "peft", "accelerate", "lightning",
                    "numpy")
@@ -48,7 +48,7 @@ def artifact_layout(path: Path, files: list[str]) -> tuple[str, str]:
         return ("transformers.AutoModel.from_pretrained",
                 f"from transformers import AutoModel; m = AutoModel.from_pretrained("
                 f"{str(path)!r})")
-    return ("cockpit.runs.reload_worker", "")
+    return ("cockpit.runs.checkpoints.reload_worker", "")
 
 
 def adapter_pin(run: Run, artifact: Path) -> tuple[str | None, str | None, list[str]]:
@@ -77,7 +77,7 @@ def reload_entry(run: Run, art: CheckpointInfo, rel: str, files: list[FileEntry]
                   result: bool, warnings: list[str]) -> dict[str, Any]:
     rel_path = Path(rel)
     loader, snippet = artifact_layout(rel_path, [f.path for f in files])
-    check = (f"python -m cockpit.runs.reload_worker {rel} --kind {run.kind}"
+    check = (f"python -m cockpit.runs.checkpoints.reload_worker {rel} --kind {run.kind}"
              + (" --allow-unsafe" if run.allow_unsafe_pickle else ""))
     entry: dict[str, Any] = {
         "run": run.id, "result": run.result_id, "kind": run.kind, "path": rel,

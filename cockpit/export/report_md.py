@@ -5,7 +5,7 @@ per stage the planned and observed times with the deviation, notes and decisions
 the stops with their ids and reasons, the budget, and a dependency-free SVG with a
 planned and a realized bar per stage over the rental window. Pure functions of the
 plan, the folded state and ``now``. What came from runs and journals (notes, reasons,
-cost labels, names) is made printable (:mod:`cockpit.printable`).
+cost labels, names) is made printable (:mod:`cockpit.common.printable`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
-from cockpit.budget import render_budget
 from cockpit.campaign.model import Campaign
-from cockpit.conclusion import Conclusion
+from cockpit.close.budget import render_budget
+from cockpit.close.conclusion import Conclusion
+from cockpit.common.printable import printable, printable_block
+from cockpit.common.units import format_duration
 from cockpit.engine.build import reported_progress
-from cockpit.plan_record import decided_campaign, plan_changes
+from cockpit.journal.fold import CampaignState
+from cockpit.journal.plan_record import decided_campaign, plan_changes
 from cockpit.planning.calibrate import estimates, uncertainties
 from cockpit.planning.schedule import plan_campaign
-from cockpit.printable import printable, printable_block
-from cockpit.state import CampaignState
-from cockpit.units import format_duration
 
 
 def _t(when: datetime | None) -> str:

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cockpit.fsutil import fsync_dir
+from cockpit.common.fsutil import fsync_dir
 
 ROOT_FORMAT = "cockpit-export-root/1"
 

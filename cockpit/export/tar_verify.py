@@ -29,10 +29,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cockpit.common.printable import printable
 from cockpit.export.export_checks import Check
 from cockpit.export.tar_limits import DEFAULT_LIMITS, GIB, TarLimits
 from cockpit.export.verifier import VerifyExportReport, find_bag, verify_export
-from cockpit.printable import printable
 
 CHUNK = 1 << 20
 

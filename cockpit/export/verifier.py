@@ -22,7 +22,7 @@ A bag is data: nothing read from it is executed or unpickled because it says so,
 nothing in it can hang or crash the verify: a FIFO, device or socket in the folder is
 refused before any file is read (reading a FIFO blocks for ever), and every JSON file
 of the bag is parsed by :func:`read_bag_json`, with the nesting bound of
-:mod:`cockpit.safe_json` (a 100k-deep ``manifest.json`` is a named failure). Paths
+:mod:`cockpit.common.safe_json` (a 100k-deep ``manifest.json`` is a named failure). Paths
 it names are followed only to files of the bag (no symbolic link, nothing outside);
 its ``reload.json`` commands and ``allow_unsafe_pickle`` flags are reported as refused,
 and the artifacts are reloaded by the built-in worker with ``weights_only`` instead;
@@ -41,6 +41,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cockpit.common.printable import printable
+from cockpit.common.safe_json import loads_bounded
 from cockpit.export.export_checks import (
     Check,
     adapters_pinned,
@@ -53,9 +55,7 @@ from cockpit.export.export_checks import (
 )
 from cockpit.export.rebuild_check import REBUILD_TIMEOUT_S, environment_check, rebuild_check
 from cockpit.export.temp_paths import no_temp_paths
-from cockpit.printable import printable
-from cockpit.runs.reload_check import verify_checkpoint
-from cockpit.safe_json import loads_bounded
+from cockpit.runs.checkpoints.reload_check import verify_checkpoint
 
 # A JSON file of a bag larger than this is not read (the export writes kilobytes).
 JSON_MAX_BYTES = 64 * 1024 * 1024

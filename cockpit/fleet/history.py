@@ -30,10 +30,10 @@ import os
 import threading
 from typing import Any
 
+from cockpit.common.safe_json import TooDeep, loads_bounded
 from cockpit.fleet.pull import MAX_LINE_BYTES
-from cockpit.journal_fields import event_problem
-from cockpit.journal_format import JournalProblem
-from cockpit.safe_json import TooDeep, loads_bounded
+from cockpit.journal.fields import event_problem
+from cockpit.journal.format import JournalProblem
 
 log = logging.getLogger(__name__)
 

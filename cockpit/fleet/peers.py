@@ -16,16 +16,15 @@ pull held by another process named as such, never counted as a success.
 from __future__ import annotations
 
 import contextlib
-import heapq
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.campaign.model import Campaign
-from cockpit.errors import ActionRefused
+from cockpit.common.safe_json import loads_bounded
 from cockpit.fleet.history import PeerHistory
 from cockpit.fleet.pull import (
     MAX_LINE_BYTES,
@@ -37,12 +36,11 @@ from cockpit.fleet.pull import (
     remote_pull_command,
 )
 from cockpit.fleet.ssh import SshError
-from cockpit.journal import JournalProblem
-from cockpit.safe_json import loads_bounded
+from cockpit.journal.log import JournalProblem
 
 __all__ = [
-    "MAX_LINE_BYTES", "PULL_TIMEOUT_S", "NullJournal", "PeerCache", "PeerLink", "PeerSet",
-    "PeerState", "PeerView", "PullHeld", "PullResult", "merge_events", "remote_pull_command",
+    "MAX_LINE_BYTES", "PULL_TIMEOUT_S", "PeerCache", "PeerLink", "PeerSet",
+    "PeerState", "PeerView", "PullHeld", "PullResult", "remote_pull_command",
 ]
 
 MAX_BACKOFF_S = 30.0
@@ -254,35 +252,3 @@ def pull_interval_from_env() -> float:
     return min(max(value, 0.1), 300.0)
 
 
-def merge_events(own: list[dict[str, Any]], peers: Sequence[list[dict[str, Any]]],
-                 own_machine: int = 0) -> list[dict[str, Any]]:
-    """One history: events ordered by time, then machine (the own events are untagged:
-    they count as ``own_machine``); each journal keeps its own order."""
-    if not any(peers):
-        return own
-    return list(heapq.merge(own, *peers, key=lambda ev: (
-        str(ev.get("t")), _machine_of(ev, own_machine))))
-
-
-def _machine_of(event: Mapping[str, Any], own_machine: int) -> int:
-    """The machine an event came from (events of one's own journal carry none)."""
-    value = event.get("machine", own_machine)
-    return value if isinstance(value, int) and not isinstance(value, bool) else own_machine
-
-
-class NullJournal:
-    """`cockpit fleet` has no journal of its own: nothing to read, nothing written."""
-
-    def events(self) -> list[dict[str, Any]]:
-        return []
-
-    def problems(self) -> list[JournalProblem]:
-        return []
-
-    def append(self, kind: str, now: Any = None, **fields: Any) -> dict[str, Any]:
-        raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
-                            "that owns the stage")
-
-    def transaction(self) -> contextlib.AbstractContextManager[Any]:
-        raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
-                            "that owns the stage")

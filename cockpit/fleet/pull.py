@@ -42,8 +42,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from cockpit.campaign.model import Campaign, Machine
+from cockpit.common.printable import printable
 from cockpit.fleet.ssh import SshError, remote_limited, run_ssh
-from cockpit.printable import printable
 
 log = logging.getLogger(__name__)
 

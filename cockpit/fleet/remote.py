@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from cockpit.common.errors import ActionRefused
 from cockpit.engine import Engine
-from cockpit.errors import ActionRefused
 from cockpit.fleet.ssh import SshError, remote_cockpit, remote_limited, run_ssh
 
 ACTION_TIMEOUT_S = 120.0  # a stop waits for its grace period there

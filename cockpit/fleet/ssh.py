@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.campaign.model import Machine
-from cockpit.printable import printable
+from cockpit.common.printable import printable
 
 CONNECT_TIMEOUT_S = 5
 COMMAND_TIMEOUT_S = 15.0

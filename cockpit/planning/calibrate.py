@@ -20,10 +20,10 @@ from datetime import datetime
 
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.campaign.yamlread import parse_yaml
+from cockpit.common.printable import printable
+from cockpit.common.units import MAX_DURATION_S, format_duration
+from cockpit.journal.fold import DONE, FAILED, STOPPED, CampaignState
 from cockpit.planning.forecast import MIN_PILOT_PROGRESS, pilot_measure, pilot_ratio
-from cockpit.printable import printable
-from cockpit.state import DONE, FAILED, STOPPED, CampaignState
-from cockpit.units import MAX_DURATION_S, format_duration
 
 # A stage cut short (failed, stopped) under this share of its steps measured nothing
 # about its whole duration: its start-up dominates (the pilot's own rule, D13).

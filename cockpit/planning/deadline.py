@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cockpit.campaign.model import Campaign, Stage
-from cockpit.units import format_bytes, format_duration
+from cockpit.common.units import format_bytes, format_duration
 
 CLOSING_ROLES = ("export", "retrieval")
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.printable import printable
+from cockpit.journal.fold import DONE, DROPPED, FAILED, PENDING, RUNNING, SKIPPED, CampaignState
 from cockpit.planning.advice import role_of
 from cockpit.planning.schedule import Option, Slot, overrun_options, schedule
-from cockpit.printable import printable
-from cockpit.state import DONE, DROPPED, FAILED, PENDING, RUNNING, SKIPPED, CampaignState
 
 # Slack under this share of the window is "tight" (amber), not "fits" (green).
 TIGHT_SHARE = 0.05

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from cockpit.campaign.model import Campaign, Offer, Stage
+from cockpit.common.units import Money, for_packages, format_hours
 from cockpit.planning.advice import variant_stages
-from cockpit.units import Money, for_packages, format_hours
 
 ResourceKey = tuple[object, ...]
 

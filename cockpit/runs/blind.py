@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.campaign.model import Campaign, StopRule
-from cockpit.runs.metrics import MetricStream
-from cockpit.state import NOT_STARTED
+from cockpit.journal.fold import NOT_STARTED
+from cockpit.runs.metrics.stream import MetricStream
 
 BLIND = "blind"
 BLIND_MARK = "◌"  # beside ✓ ok, ! warn, ✗ fired: nothing seen

@@ -2,7 +2,7 @@
 line of its stderr, read once when the stage ends and journaled in its reason.
 
 The tail is read with a byte bound (a run may have written gigabytes) and made printable
-(:mod:`cockpit.printable`): the run wrote it, so it may hold ESC or bidi controls.
+(:mod:`cockpit.common.printable`): the run wrote it, so it may hold ESC or bidi controls.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 import re
 import signal
 
-from cockpit.printable import printable
+from cockpit.common.printable import printable
 
 # How much of the end of stderr is read: enough for a traceback's last lines, bounded.
 TAIL_BYTES = 64 * 1024

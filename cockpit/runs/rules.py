@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from cockpit.campaign.model import StopRule
-from cockpit.units import format_duration
+from cockpit.common.units import format_duration
 
 
 @dataclass(frozen=True)

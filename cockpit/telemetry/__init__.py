@@ -8,12 +8,7 @@ by `--simulate-gpus N` / COCKPIT_SIMULATE_GPUS.
 
 from __future__ import annotations
 
-from cockpit.telemetry.gpu import (
-    GpuSampler,
-    decode_throttle,
-    load_pynvml,
-    simulate_count_from_env,
-)
+from cockpit.common.units import format_bytes
 from cockpit.telemetry.history import GPU_SERIES, HOST_SERIES, Series, TelemetryHistory
 from cockpit.telemetry.host import HostSampler
 from cockpit.telemetry.idle import IdleDetector
@@ -29,7 +24,12 @@ from cockpit.telemetry.model import (
     host_json,
     reading_json,
 )
-from cockpit.units import format_bytes
+from cockpit.telemetry.nvml.adapter import (
+    GpuSampler,
+    decode_throttle,
+    load_pynvml,
+    simulate_count_from_env,
+)
 
 __all__ = [
     "GPU_SERIES",

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psutil
 
+from cockpit.common.units import format_bytes
 from cockpit.telemetry.model import DiskInfo, HostInfo
-from cockpit.units import format_bytes
 
 
 def _existing(path: Path) -> Path | None:

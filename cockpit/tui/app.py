@@ -31,12 +31,12 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
+from cockpit.common.errors import InputError
+from cockpit.common.printable import printable, printable_block
 from cockpit.engine import ActionRefused, Engine, describe_event
-from cockpit.errors import InputError
-from cockpit.journal import JournalError
+from cockpit.engine.snapshot import Snapshot
+from cockpit.journal.log import JournalError
 from cockpit.planning.schedule import plan_campaign
-from cockpit.printable import printable, printable_block
-from cockpit.snapshot import Snapshot
 from cockpit.tui import panels
 from cockpit.tui.dialogs import (
     ConfirmScreen,
@@ -691,7 +691,7 @@ class CockpitApp(App[int]):
         self.notify(f"checking {run_id}'s acceptance…", timeout=3)
 
         def evaluate() -> None:
-            from cockpit.acceptance import evaluate_acceptance
+            from cockpit.close.acceptance import evaluate_acceptance
 
             try:
                 with self._lock:

@@ -22,13 +22,13 @@ from textual.widgets import DataTable, RichLog, Static
 from textual.widgets.data_table import ColumnKey
 
 from cockpit.campaign.model import Campaign, MetricCheck
+from cockpit.common.units import format_count, format_duration, format_percent, format_rate
+from cockpit.engine.snapshot import RuleView, RunView, Snapshot, StageView
+from cockpit.headless.render_text import run_metric_names
 from cockpit.planning.schedule import Slot
-from cockpit.render_text import run_metric_names
-from cockpit.snapshot import RuleView, RunView, Snapshot, StageView
 from cockpit.telemetry import GpuInfo, Series, TelemetryHistory, format_bytes
 from cockpit.tui import text as tx
 from cockpit.tui.untrusted import literal, literal_block
-from cockpit.units import format_count, format_duration, format_percent, format_rate
 
 Levels = Mapping[str, str]  # level (ok/warn/fired/info/muted) -> Rich style
 

@@ -24,8 +24,8 @@ from textual.widgets import Label, RichLog
 from textual_plotext import PlotextPlot
 
 from cockpit.campaign.model import Campaign
-from cockpit.printable import printable
-from cockpit.snapshot import RunView, Snapshot
+from cockpit.common.printable import printable
+from cockpit.engine.snapshot import RunView, Snapshot
 from cockpit.tui.panels import thresholds
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
@@ -175,7 +175,7 @@ LINE_CHARS = 1000  # characters shown of one line (escapes included); the rest i
 LOG_LINES = 2000  # lines kept per pane: at most about LOG_LINES × LINE_CHARS characters
 REFRESH_LINES = 200  # lines written per pane per refresh: a flood of short lines shows its
 #                      newest ones and says how many it skipped (the pane shows ~20 anyway)
-# Every line is made printable (cockpit.printable): escapes are shown, never sent.
+# Every line is made printable (cockpit.common.printable): escapes are shown, never sent.
 
 
 def newest_logs(campaign: Campaign, stage: str) -> tuple[Path | None, Path | None]:

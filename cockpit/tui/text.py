@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
-from cockpit.render_text import STATE_MARK
-from cockpit.units import format_number
+from cockpit.common.units import format_number
+from cockpit.headless.render_text import STATE_MARK
 
 SPARK = "▁▂▃▄▅▆▇█"
 FULL, EMPTY = "█", "░"

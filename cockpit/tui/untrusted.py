@@ -1,7 +1,7 @@
 """Where untrusted text meets the screen in the TUI: literal rendering and the last net.
 
 The panels and dialogs make a run's or a peer's text printable with
-:mod:`cockpit.printable` and pass it as :class:`rich.text.Text`, never as a ``str``
+:mod:`cockpit.common.printable` and pass it as :class:`rich.text.Text`, never as a ``str``
 that Textual would parse as markup (a note ``[@click=app.quit]`` must read as itself).
 :class:`DropUnprintable` is the net under all of that: a line filter on the app that
 removes any control, ESC or bidi character still inside a rendered segment, so no
@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.color import Color
 from textual.filter import LineFilter
 
-from cockpit.printable import drop_unprintable, printable, printable_block
+from cockpit.common.printable import drop_unprintable, printable, printable_block
 
 
 def literal(value: object, limit: int | None = None) -> Text:

@@ -1,0 +1,297 @@
+"""The engine's immutable Snapshot: everything both faces (TUI, headless) render.
+
+Plain frozen dataclasses plus :func:`snapshot_json`, the full JSON shape of
+``cockpit status --json``. (The headless status log writes a compact form of its
+own: :mod:`cockpit.headless.status_log`.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cockpit.runs.metrics.values import MetricPoint
+from cockpit.telemetry import GpuReading, HostInfo, gpu_json, host_json
+
+
+@dataclass(frozen=True)
+class WindowView:
+    start: datetime
+    end: datetime
+    remaining_s: float
+    used_pct: float
+    forecast_end: datetime
+    forecast_slack_s: float
+    verdict: str  # fits | tight | exceeds
+    retrieval_deadline: datetime
+    options: tuple[str, ...] = ()
+    pilot_ratio: float | None = None
+    pilot_note: str | None = None  # "pilot measured nothing: ..." (D13)
+
+
+@dataclass(frozen=True)
+class StageView:
+    id: str
+    state: str  # waiting | ready | needs-person | blocked | running | done | failed | stopped ...
+    category: str
+    resource: str
+    planned_s: float
+    elapsed_s: float
+    decision_point: bool
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    run: str | None = None
+    has_command: bool = False
+    progress: float | None = None
+    eta: datetime | None = None
+    forecast_end: datetime | None = None
+    decision: str | None = None  # outcome, "pending", or None
+    reason: str | None = None
+    notes: tuple[str, ...] = ()
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    path: str | None
+    step: int | None
+    age_s: float | None
+    size: int | None
+    total_size: int
+    count: int
+    free_disk: int | None
+    save_cost_s: float | None
+    verified: str | None  # "ok", "failed: ...", None
+    verified_age_s: float | None = None
+    advice: str | None = None
+    in_progress: int = 0
+
+
+@dataclass(frozen=True)
+class RunView:
+    id: str
+    stage: str | None
+    state: str
+    step: int | None
+    max_steps: int | None
+    metrics: dict[str, float]
+    pid: int | None
+    gpus: tuple[int, ...]
+    gpu_memory: int | None
+    exit_code: int | None
+    stop_rule: str | None
+    stop_reason: str | None
+    verdict: str | None
+    verdict_reason: str | None
+    stale_s: float | None
+    garbage: int
+    checkpoint: CheckpointView | None = None
+    result: str = ""
+    kind: str = "train"
+    # Steps per second over the last minute of reports, and when max_steps is reached.
+    rate: float | None = None
+    eta: datetime | None = None
+    # The metrics a person watches on this run: its key metric (the loss when it reports
+    # one) first, then the metrics of its acceptance checks and of its stop rules.
+    watched: tuple[str, ...] = ()
+    key_metric: str | None = None
+    produces_result: bool = True  # False: a data check, pilot or resume check (no verdict)
+    # A stalled rule's reason while the run still sits at the step it stalled on.
+    stalled: str | None = None
+    # The run's recent points (bounded by the stream's deque): sparklines and the chart.
+    points: tuple[MetricPoint, ...] = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class RuleView:
+    rule: str
+    run: str
+    kind: str
+    state: str  # ok | warn | fired | blind (metric never seen) | waiting (run not started)
+    reason: str | None
+    action: str
+    metric: str | None = None
+    value: Any = None
+    implicit: bool = False  # the default stalled rule (the file declares none)
+
+
+@dataclass(frozen=True)
+class EventLine:
+    """One journal event as the faces show it: its line (``describe_event``) and fields."""
+
+    seq: int
+    at: datetime
+    kind: str
+    text: str
+    fields: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    earlier: bool = False  # journaled before this engine opened: history, not news
+
+
+@dataclass(frozen=True)
+class MachineView:
+    """Another machine of the campaign (D12), as its pulled copies show it."""
+
+    machine: int
+    ssh: str
+    reachable: bool | None  # None: not reached yet
+    data_age_s: float | None  # since the last good pull (None: never)
+    error: str | None
+    held_bytes: int  # bytes of its journal held here
+    gpus: tuple[Mapping[str, Any], ...] = ()  # from its status log's last line
+    status_at: str | None = None  # when that line was written
+    notices: tuple[str, ...] = ()  # its journal lines skipped here, its history's bounds
+
+    @property
+    def label(self) -> str:
+        if self.reachable is None:
+            why = f" ({self.error})" if self.error else ""
+            return f"machine {self.machine} ({self.ssh}): not reached yet{why}"
+        age = "never" if self.data_age_s is None else f"{self.data_age_s:.0f} s old"
+        if self.reachable:
+            return f"machine {self.machine} ({self.ssh}): reachable, data {age}"
+        return f"machine {self.machine} ({self.ssh}): UNREACHABLE, last data {age} " \
+               f"({self.error})"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken_at: datetime
+    campaign: str
+    question: str
+    offer: str
+    count: int
+    window: WindowView
+    stages: tuple[StageView, ...]
+    runs: tuple[RunView, ...]
+    rules: tuple[RuleView, ...]
+    pending_decisions: tuple[str, ...]
+    revised: bool
+    gpus: GpuReading
+    host: HostInfo | None
+    warnings: tuple[str, ...]
+    events: tuple[EventLine, ...]
+    auto: bool = False
+    budget: dict[str, Any] | None = None
+    # Journal events first seen since the previous snapshot (on the first one: the whole
+    # journal, each marked ``earlier``). Faces print, toast or ring for these.
+    new_events: tuple[EventLine, ...] = ()
+    # The conclusion (D1, D2) in words from the accepted results so far, when the plan
+    # states one.
+    conclusion: str | None = None
+    # Which machine this cockpit is (None: `cockpit fleet`) and the others (D12).
+    machine: int | None = 1
+    machines: tuple[MachineView, ...] = ()
+
+    def stage(self, stage_id: str) -> StageView | None:
+        return next((s for s in self.stages if s.id == stage_id), None)
+
+    def run(self, run_id: str) -> RunView | None:
+        return next((r for r in self.runs if r.id == run_id), None)
+
+    @property
+    def active_runs(self) -> tuple[RunView, ...]:
+        return tuple(r for r in self.runs if r.state == "running")
+
+
+def json_time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def json_number(value: Any) -> Any:
+    """JSON has no NaN: non-finite metric values travel as strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def snapshot_json(snap: Snapshot) -> dict[str, Any]:
+    w = snap.window
+    out: dict[str, Any] = {
+        "taken_at": json_time(snap.taken_at),
+        "campaign": snap.campaign,
+        "question": snap.question,
+        "offer": snap.offer,
+        "count": snap.count,
+        "window": {
+            "start": json_time(w.start), "end": json_time(w.end),
+            "remaining_s": round(w.remaining_s, 1), "used_pct": round(w.used_pct, 2),
+            "retrieval_deadline": json_time(w.retrieval_deadline),
+        },
+        "forecast": {
+            "end": json_time(w.forecast_end), "slack_s": round(w.forecast_slack_s, 1),
+            "verdict": w.verdict, "fits": w.forecast_slack_s >= 0, "options": list(w.options),
+            "pilot_ratio": w.pilot_ratio, "pilot_note": w.pilot_note,
+        },
+        "stages": [
+            {
+                "id": s.id, "state": s.state, "category": s.category, "resource": s.resource,
+                "planned_s": s.planned_s, "elapsed_s": round(s.elapsed_s, 1),
+                "started_at": json_time(s.started_at), "ended_at": json_time(s.ended_at),
+                "decision_point": s.decision_point, "decision": s.decision, "run": s.run,
+                "progress": s.progress, "eta": json_time(s.eta),
+                "forecast_end": json_time(s.forecast_end), "reason": s.reason,
+                "notes": list(s.notes), "exit_code": s.exit_code,
+            }
+            for s in snap.stages
+        ],
+        "runs": [
+            {
+                "id": r.id, "stage": r.stage, "state": r.state, "step": r.step,
+                "max_steps": r.max_steps,
+                "metrics": {k: json_number(v) for k, v in r.metrics.items()},
+                "pid": r.pid, "gpus": list(r.gpus), "gpu_memory": r.gpu_memory,
+                "exit_code": r.exit_code, "stop_rule": r.stop_rule,
+                "stop_reason": r.stop_reason, "verdict": r.verdict,
+                "verdict_reason": r.verdict_reason, "stale_s": r.stale_s,
+                "stalled": r.stalled,
+                "garbage": r.garbage, "result": r.result, "kind": r.kind,
+                "rate": r.rate, "eta": json_time(r.eta), "watched": list(r.watched),
+                "key_metric": r.key_metric,
+                "checkpoint": None if r.checkpoint is None else {
+                    "path": r.checkpoint.path, "step": r.checkpoint.step,
+                    "age_s": r.checkpoint.age_s, "size": r.checkpoint.size,
+                    "total_size": r.checkpoint.total_size, "count": r.checkpoint.count,
+                    "free_disk": r.checkpoint.free_disk,
+                    "save_cost_s": r.checkpoint.save_cost_s,
+                    "verified": r.checkpoint.verified,
+                    "verified_age_s": r.checkpoint.verified_age_s,
+                    "advice": r.checkpoint.advice, "in_progress": r.checkpoint.in_progress,
+                },
+            }
+            for r in snap.runs
+        ],
+        "rules": [
+            {"rule": r.rule, "run": r.run, "kind": r.kind, "state": r.state,
+             "reason": r.reason, "action": r.action, "metric": r.metric,
+             "value": json_number(r.value)}
+            for r in snap.rules
+        ],
+        "decisions": {"pending": list(snap.pending_decisions), "revised": snap.revised},
+        "gpu_status": snap.gpus.status,
+        "gpus": [gpu_json(g) for g in snap.gpus.gpus],
+        "host": None if snap.host is None else host_json(snap.host),
+        "warnings": list(snap.warnings),
+        "events": [{"seq": e.seq, "t": json_time(e.at), "kind": e.kind, "text": e.text}
+                   for e in snap.events],
+    }
+    if snap.gpus.status == "unavailable":
+        out["gpu_error"] = snap.gpus.error
+    if snap.budget is not None:
+        out["budget"] = snap.budget
+    if snap.conclusion is not None:
+        out["conclusion"] = snap.conclusion
+    if snap.machines:
+        out["machine"] = snap.machine
+        out["machines"] = [machine_json(m) for m in snap.machines]
+    return out
+
+
+def machine_json(m: MachineView) -> dict[str, Any]:
+    return {"machine": m.machine, "ssh": m.ssh, "reachable": m.reachable,
+            "data_age_s": None if m.data_age_s is None else round(m.data_age_s, 1),
+            "error": m.error, "held_bytes": m.held_bytes, "status_at": m.status_at,
+            "notices": list(m.notices),
+            "gpus": [dict(g) for g in m.gpus]}

@@ -1,0 +1,1 @@
+"""The screenless face: the tick loop, status log, status line, text rendering."""

@@ -1,0 +1,222 @@
+"""Status outputs for tools: the compact per-tick JSON, its one-line form, a
+size-bounded rotating log file, and the Prometheus textfile.
+
+Every file here is written only into a real file: a symbolic link planted at the status
+log, the event log or the Prometheus file is refused (OSError ELOOP, the journal's rule
+in :mod:`cockpit.common.fsutil`), never written through.
+
+The compact JSON is what the status log holds, one object a line;
+:mod:`cockpit.headless.status_line` turns one such object into the tmux status-bar line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import IO, Any
+
+from cockpit.common.fsutil import open_no_follow, refuse_symlink
+from cockpit.engine.snapshot import Snapshot, json_number, json_time
+
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+DEFAULT_BACKUPS = 5
+
+
+def compact_json(snap: Snapshot) -> dict[str, Any]:
+    """The snapshot, compact: window, stages, runs, rules, GPU summary, warnings."""
+    w = snap.window
+    gpus = [
+        {"i": g.index, "util": g.util, "mem": g.mem_used, "temp": g.temp, "power": g.power,
+         "lost": g.lost}
+        for g in snap.gpus.gpus
+    ]
+    utils = [g.util for g in snap.gpus.gpus if g.util is not None and not g.lost]
+    ckpt_ages = [r.checkpoint.age_s for r in snap.runs
+                 if r.checkpoint is not None and r.checkpoint.age_s is not None
+                 and r.state == "running"]
+    return {
+        "t": json_time(snap.taken_at),
+        "campaign": snap.campaign,
+        "window": {"end": json_time(w.end), "left_s": round(w.remaining_s),
+                   "used_pct": round(w.used_pct, 1)},
+        "forecast": {"end": json_time(w.forecast_end), "slack_s": round(w.forecast_slack_s),
+                     "verdict": w.verdict},
+        "stages": {s.id: s.state for s in snap.stages},
+        "runs": {r.id: {"state": r.state, "step": r.step,
+                        "metrics": {k: json_number(v) for k, v in r.metrics.items()},
+                        "ckpt_age_s": None if r.checkpoint is None or r.checkpoint.age_s is None
+                        else round(r.checkpoint.age_s)}
+                 for r in snap.runs},
+        "rules": {"fired": [f"{r.rule}@{r.run}" for r in snap.rules if r.state == "fired"],
+                  "warn": [f"{r.rule}@{r.run}" for r in snap.rules if r.state == "warn"],
+                  "blind": [f"{r.rule}@{r.run}" for r in snap.rules if r.state == "blind"],
+                  "ok": sum(1 for r in snap.rules if r.state == "ok"),
+                  "waiting": sum(1 for r in snap.rules if r.state == "waiting")},
+        "decisions_pending": list(snap.pending_decisions),
+        "gpu_status": snap.gpus.status,
+        "gpu_util_mean": round(sum(utils) / len(utils), 1) if utils else None,
+        "ckpt_age_s": round(min(ckpt_ages)) if ckpt_ages else None,
+        "gpus": gpus,
+        "warnings": list(snap.warnings),
+    }
+
+
+class RotatingFile:
+    """Append lines to ``path``; past ``max_bytes`` rotate to path.1 … path.N (N = backups).
+
+    ``reopen()`` (on SIGHUP) closes and reopens the path, so logrotate's move-and-signal
+    works; the total on disk stays under (backups + 1) × max_bytes.
+    """
+
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_BYTES,
+                 backups: int = DEFAULT_BACKUPS) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self._handle: IO[str] | None = None
+        self._size = 0
+
+    def _open(self) -> IO[str]:
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Never through a planted symbolic link (the journal's rule).
+            fd = open_no_follow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            handle = os.fdopen(fd, "a", encoding="utf-8")
+            self._size = handle.tell()
+            if self._size and not _ends_with_newline(self.path):
+                # A line cut short by a full disk: end it, so the next one stands alone.
+                handle.write("\n")
+                self._size += 1
+            self._handle = handle
+        return self._handle
+
+    def write_line(self, line: str) -> None:
+        """Append one line; OSError (a full disk) propagates, and the line is dropped
+        rather than kept in a buffer to be retried, so the next write starts clean."""
+        data = line.rstrip("\n") + "\n"
+        size = len(data.encode("utf-8"))
+        try:
+            handle = self._open()
+            if self._size and self._size + size > self.max_bytes:
+                self._rotate()
+                handle = self._open()
+            handle.write(data)
+            handle.flush()
+        except OSError:
+            self._drop()
+            raise
+        self._size += size
+
+    def _drop(self) -> None:
+        """Forget the handle after a failed write, discarding what it still buffers."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError:
+                try:  # close could not flush: close the descriptor underneath
+                    os.close(handle.fileno())
+                except (OSError, ValueError):
+                    pass
+
+    def _rotate(self) -> None:
+        self.close()
+        for i in range(self.backups - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{i}")
+            if older.exists():
+                os.replace(older, self.path.with_name(f"{self.path.name}.{i + 1}"))
+        if self.backups > 0:
+            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+        else:
+            self.path.unlink(missing_ok=True)
+
+    def reopen(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._drop()
+
+
+def _ends_with_newline(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
+    except OSError:
+        return True
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def prometheus_text(snap: Snapshot) -> str:
+    """The snapshot in the Prometheus text exposition format (node_exporter textfile)."""
+    out: list[str] = []
+
+    def family(name: str, help_text: str, samples: list[tuple[dict[str, str], float | None]],
+               kind: str = "gauge") -> None:
+        out.append(f"# HELP {name} {help_text}")
+        out.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            if value is None:
+                continue
+            text = "NaN" if isinstance(value, float) and math.isnan(value) else repr(float(value))
+            if labels:
+                body = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+                out.append(f"{name}{{{body}}} {text}")
+            else:
+                out.append(f"{name} {text}")
+
+    c = {"campaign": snap.campaign}
+    family("cockpit_window_seconds_left", "Seconds left in the rental window.",
+           [(c, snap.window.remaining_s)])
+    family("cockpit_forecast_slack_seconds",
+           "Window end minus forecast end (negative: exceeds).",
+           [(c, snap.window.forecast_slack_s)])
+    gpus = [g for g in snap.gpus.gpus if not g.lost]
+
+    def per_gpu(attr: str, scale: float = 1.0) -> list[tuple[dict[str, str], float | None]]:
+        rows: list[tuple[dict[str, str], float | None]] = []
+        for g in gpus:
+            value = getattr(g, attr)
+            rows.append(({"gpu": str(g.index), "uuid": g.uuid or ""},
+                         None if value is None else float(value) * scale))
+        return rows
+
+    family("cockpit_gpu_utilization_percent", "GPU utilization.", per_gpu("util"))
+    family("cockpit_gpu_memory_used_bytes", "GPU memory used.", per_gpu("mem_used"))
+    family("cockpit_gpu_temperature_celsius", "GPU temperature.", per_gpu("temp"))
+    family("cockpit_gpu_power_watts", "GPU power draw.", per_gpu("power"))
+    family("cockpit_run_step", "Last step a run reported.",
+           [({"run": r.id}, None if r.step is None else float(r.step)) for r in snap.runs])
+    family("cockpit_run_checkpoint_age_seconds", "Age of a run's newest checkpoint.",
+           [({"run": r.id}, r.checkpoint.age_s if r.checkpoint else None) for r in snap.runs])
+    family("cockpit_rule_fired", "1 when a stop rule fired on a run.",
+           [({"rule": r.rule, "run": r.run}, 1.0 if r.state == "fired" else 0.0)
+            for r in snap.rules])
+    family("cockpit_rule_blind", "1 when a stop rule's metric was never seen on its run.",
+           [({"rule": r.rule, "run": r.run}, 1.0 if r.state == "blind" else 0.0)
+            for r in snap.rules])
+    return "\n".join(out) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Temp file + rename: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_symlink(path)  # a planted link is refused, like the journal, not replaced
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # no half-written temp file left on a full disk
+        raise
+
+
+def dumps(compact: dict[str, Any]) -> str:
+    return json.dumps(compact, separators=(",", ":"), default=str)

@@ -1,0 +1,287 @@
+"""The one catalogue of journal event kinds: who writes each, its fields, its human line,
+and which machine may write it (the ownership table, ``SCOPE``; D12).
+
+Every event also carries ``seq``, ``t`` and ``kind`` (the journal adds them). The
+fields listed are what the writers put there today; a reader must still treat each
+one as optional (an older journal, a hand-edited line). ``describe_event`` is the one
+place an event becomes a sentence: the headless output, the TUI's event list and
+the CLI's "journal #N ..." lines all use it. Its fields are untrusted (a note, a
+reason, a metric name, a path, a peer's line): each one is made printable here, once,
+before any describer sees it (:mod:`cockpit.common.printable`), so the sentence is safe for a
+terminal and a log line whatever the journal holds.
+
+Ownership: a campaign on several machines has one journal per machine, and every
+machine folds all of them. An event counts only when the machine that wrote it may
+write it (``SCOPE``, one entry per kind):
+
+- ``stage``: a stage's claim, start, finish or skip: only the machine that runs the
+  stage (``stages[].machine``).
+- ``run``: a run's start, exit, stop request and end, rule firings, checkpoint and
+  resume verifications, verdicts: only the machine that runs the run's stage.
+- ``decision``: a decision, only from the machine of its decision-point stage; a
+  ``stage_dropped`` from the dropped stage's machine or from the machine whose
+  decision dropped it (a decision is made where its stage runs and drops across
+  machines: the one documented cross-machine effect besides ``after``).
+- ``any``: campaign-wide facts any machine may record (other costs, notes on a stage
+  of the plan); each is still checked as its own command checks it.
+- ``local``: the writer's own records (the plan and rules as it recorded them, its
+  environment, warnings, hooks, exports): folded only from the reader's own journal.
+
+:func:`refusal` applies the table to one event; :func:`cockpit.journal.fold.fold` drops what
+a machine may not write, with one warning naming the machine and the event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cockpit.campaign.model import Campaign
+from cockpit.common.printable import printable
+from cockpit.common.units import format_duration
+
+Event = Mapping[str, Any]
+
+# The ownership scopes (see the module docstring).
+STAGE, RUN, DECISION, ANY, LOCAL = "stage", "run", "decision", "any", "local"
+
+
+@dataclass(frozen=True)
+class EventKind:
+    kind: str
+    writer: str  # the module (or engine part) that journals it
+    fields: tuple[str, ...]
+    describe: Callable[[Event], str]
+
+
+def _short(value: Any) -> str:
+    return str(value)[:12]
+
+
+def _signed(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+        return "by an unknown amount"
+    return ("forward " if seconds >= 0 else "back ") + format_duration(abs(float(seconds)))
+
+
+def _stage_started(ev: Event) -> str:
+    how = "marked started" if ev.get("manual") else f"started (pid {ev.get('pid')})"
+    if ev.get("reconciled"):
+        how += ", recorded from its launch marker"
+    return f"stage {ev.get('stage')} {how}" + (f" — {ev['warning']}" if ev.get("warning") else "")
+
+
+def _stage_finished(ev: Event) -> str:
+    extra = f": {ev['reason']}" if ev.get("reason") else ""
+    return f"stage {ev.get('stage')} {ev.get('outcome')}{extra}"
+
+
+def _decision(ev: Event) -> str:
+    drops = f", dropping {', '.join(ev.get('drops') or [])}" if ev.get("drops") else ""
+    return f"decision at {ev.get('stage')}: {ev.get('outcome')}{drops} — {ev.get('note')}"
+
+
+def _resume_verified(ev: Event) -> str:
+    verdict = "PASS" if ev.get("ok") else "FAIL"
+    return f"resume check of run {ev.get('run')}: {verdict} — {ev.get('message')}"
+
+
+def _checkpoint_verified(ev: Event) -> str:
+    verdict = "reloads" if ev.get("ok") else f"does NOT reload: {ev.get('error')}"
+    return f"checkpoint of run {ev.get('run')} {verdict} ({ev.get('path')})"
+
+
+def _export_done(ev: Event) -> str:
+    verdict = "verified" if ev.get("verified") else "NOT verified"
+    return (f"export written and {verdict}: {ev.get('path')} (tar sha256 "
+            f"{_short(ev.get('sha256'))})")
+
+
+_KINDS = (
+    EventKind("plan_recorded", "engine.actions", ("sha256", "path", "text_z"),
+              lambda ev: f"plan recorded as decided (sha256 {_short(ev.get('sha256'))})"),
+    EventKind("plan_changed", "engine.actions", ("sha256", "path", "text_z"),
+              lambda ev: f"campaign file changed after the plan was decided (now sha256 "
+                         f"{_short(ev.get('sha256'))}); the plan as decided still stands (D24)"),
+    EventKind("environment_recorded", "engine.actions (start, the first run)",
+              ("python", "implementation", "os", "arch", "distributions",
+               "distributions_sha256", "count"),
+              lambda ev: "environment recorded at the first run start (the export warns of "
+                         "a change)"),
+    EventKind("rules_recorded", "engine.actions", ("sha256",),
+              lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
+    EventKind("stage_claimed", "engine.actions (start, before the launch)",
+              ("stage", "run", "marker", "params_hash", "forced", "auto", "actor", "owner_pid",
+               "owner_start", "out"),
+              # The marker (COCKPIT_LAUNCH) is in the event; the line stays short.
+              lambda ev: f"stage {ev.get('stage')} claimed for launch"),
+    EventKind("stage_started", "engine.actions (start, or the tick that reconciles a claim)",
+              ("stage", "run", "pid", "pgid", "create_time", "command", "exit_file", "stdout",
+               "stderr", "gpus", "forced", "auto", "actor", "warning", "manual", "claim",
+               "marker", "reconciled"),
+              _stage_started),
+    EventKind("run_started", "engine.actions",
+              ("run", "stage", "pid", "pgid", "create_time", "command", "params_hash", "attempt",
+               "gpus", "exit_file", "report", "marker"),
+              lambda ev: f"run {ev.get('run')} started (params {_short(ev.get('params_hash'))})"),
+    EventKind("run_exited", "engine.observe",
+              ("run", "stage", "code", "attempt", "signal", "elapsed_s"),
+              lambda ev: f"run {ev.get('run')} exited with code {ev.get('code')}"),
+    EventKind("stop_done", "engine.observe", ("run", "stage", "attempt", "rule"),
+              lambda ev: f"run {ev.get('run')} stopped"),
+    EventKind("stage_finished", "engine.observe, engine.actions (mark)",
+              ("stage", "outcome", "code", "reason", "manual", "actor", "elapsed_s"),
+              _stage_finished),
+    EventKind("stage_skipped", "engine.actions", ("stage", "note", "actor"),
+              lambda ev: f"stage {ev.get('stage')} skipped"
+              + (f": {ev['note']}" if ev.get("note") else "")),
+    EventKind("stage_dropped", "engine.actions (decide limit)", ("stage", "reason"),
+              lambda ev: f"stage {ev.get('stage')} dropped ({ev.get('reason')})"),
+    EventKind("rule_fired", "engine.guards",
+              ("run", "stage", "rule", "reason", "value", "threshold", "step", "action",
+               "attempt", "actor"),
+              lambda ev: f"rule {ev.get('rule')} fired on run {ev.get('run')}: "
+              f"{ev.get('reason')}"),
+    EventKind("rule_blind", "engine.guards",
+              ("key", "run", "stage", "rule", "metric", "reason", "attempt", "ended", "actor"),
+              lambda ev: f"rule {ev.get('rule')} is blind on run {ev.get('run')}"
+                         + (" (the run ended blind)" if ev.get("ended") else "")
+                         + f": {ev.get('reason')}"),
+    EventKind("stop_requested", "engine.actions (stop), engine.guards (rules, deadline)",
+              ("run", "stage", "rule", "reason", "value", "step", "attempt", "actor"),
+              lambda ev: f"stop of run {ev.get('run')} requested ({ev.get('rule')}): "
+              f"{ev.get('reason')}"),
+    EventKind("decision", "engine.actions", ("stage", "outcome", "drops", "note", "actor"),
+              _decision),
+    EventKind("note", "engine.actions", ("stage", "text", "actor"),
+              lambda ev: f"note on {ev.get('stage')}: {ev.get('text')}"),
+    EventKind("cost", "engine.actions", ("label", "amount", "currency", "actor"),
+              lambda ev: f"cost {ev.get('label')}: {ev.get('amount')} {ev.get('currency')}"),
+    EventKind("result_accepted", "engine.actions (accept), acceptance (auto)",
+              ("run", "stage", "result", "reason", "checks", "attempt", "actor", "override"),
+              lambda ev: f"result of run {ev.get('run')} accepted"
+                         + (" BY OVERRIDE (its acceptance checks failed)"
+                            if ev.get("override") else "") + f": {ev.get('reason')}"),
+    EventKind("result_rejected", "engine.actions (reject), acceptance (auto)",
+              ("run", "stage", "result", "reason", "checks", "attempt", "actor", "failed"),
+              lambda ev: f"result of run {ev.get('run')} rejected: {ev.get('reason')}"),
+    EventKind("resume_verified", "engine.actions (verify --resume)",
+              ("run", "ok", "path", "from_step", "compared", "diverged_step", "message",
+               "seconds", "actor"),
+              _resume_verified),
+    EventKind("verify_started", "engine.observe (background verification)",
+              ("key", "run", "path", "attempt", "owner_pid", "owner_start", "limit_s", "retry"),
+              lambda ev: f"verifying checkpoint of run {ev.get('run')} ({ev.get('path')})"),
+    EventKind("checkpoint_verified", "engine.observe (auto), engine.actions (verify)",
+              ("run", "attempt", "auto", "actor", "path", "ok", "layout", "missing", "warnings",
+               "error", "load_seconds", "step", "summary"),
+              _checkpoint_verified),
+    EventKind("warning", "engine.guards (deadline, hooks), engine.observe (GPU events)",
+              ("message", "source", "key", "gpu", "event"),
+              lambda ev: f"warning: {ev.get('message')}"),
+    EventKind("export_done", "export.bag",
+              ("path", "root", "size", "tar", "tar_size", "sha256", "verified", "artifacts",
+               "reload_checked", "failures"),
+              _export_done),
+    EventKind("clock_jump", "engine (the tick's clock watch)",
+              ("key", "from", "to", "seconds", "settle_s", "actor"),
+              lambda ev: f"the wall clock jumped {_signed(ev.get('seconds'))} (from "
+                         f"{ev.get('from')} to {ev.get('to')}): ages, graces and durations "
+                         f"stay on the monotonic clock; rules on ages, the deadline guard and "
+                         f"auto-start wait until it has been steady for "
+                         f"{ev.get('settle_s')} s"),
+    EventKind("claim_expired", "engine.actions (reconcile), engine.observe (verification)",
+              ("stage", "run", "claim", "path", "owner_pid", "reason"),
+              lambda ev: f"claim #{ev.get('claim')} of "
+                         + (f"stage {ev.get('stage')}" if ev.get("stage") else
+                            f"run {ev.get('run')}") + f" expired: {ev.get('reason')}"),
+    EventKind("hook_started", "engine.guards", ("key", "hook", "pid", "for_seq"),
+              lambda ev: f"hook {ev.get('hook')} started for event #{ev.get('for_seq')} "
+              f"(pid {ev.get('pid')})"),
+)
+
+EVENT_KINDS: dict[str, EventKind] = {k.kind: k for k in _KINDS}
+
+# Which machine may write each kind: the ownership table (see the module docstring).
+SCOPE: dict[str, str] = {
+    "plan_recorded": LOCAL, "plan_changed": LOCAL, "environment_recorded": LOCAL,
+    "rules_recorded": LOCAL, "warning": LOCAL, "export_done": LOCAL, "hook_started": LOCAL,
+    "stage_claimed": STAGE, "stage_started": STAGE, "stage_finished": STAGE,
+    "stage_skipped": STAGE,
+    "run_started": RUN, "run_exited": RUN, "stop_requested": RUN, "stop_done": RUN,
+    "rule_fired": RUN, "rule_blind": RUN, "result_accepted": RUN, "result_rejected": RUN,
+    "resume_verified": RUN, "verify_started": RUN, "checkpoint_verified": RUN,
+    "decision": DECISION, "stage_dropped": DECISION,
+    "cost": ANY, "note": ANY,
+    "clock_jump": LOCAL, "claim_expired": RUN,
+}
+assert set(SCOPE) == set(EVENT_KINDS), "every event kind has an owner rule"
+
+
+def owners(campaign: Campaign, event: Event) -> list[tuple[str, int]]:
+    """The plan's stages and runs the event names, with the machine each runs on (none:
+    it names none of the plan's, or its kind is campaign-wide or local). An event may
+    name a stage and a run: both count, so a machine's ``stage_started`` of its own stage
+    cannot carry another machine's run."""
+    scope = SCOPE.get(str(event.get("kind")))
+    if scope not in (STAGE, RUN, DECISION):
+        return []
+    named: list[tuple[str, int]] = []
+    run_id, stage_id = event.get("run"), event.get("stage")
+    if isinstance(run_id, str):
+        of_run = campaign.stage_of_run(run_id)
+        if of_run is not None:
+            named.append((f"run {run_id}", of_run.machine))
+    if isinstance(stage_id, str):
+        try:
+            named.append((f"stage {stage_id}", campaign.stage(stage_id).machine))
+        except KeyError:
+            pass
+    return named
+
+
+def refusal(campaign: Campaign, event: Event, writer: int,
+            dropped_by: Collection[str] = ()) -> str | None:
+    """Why machine ``writer`` may not write ``event`` under the ownership table (None:
+    it may, or the event names no stage or run of the plan). ``dropped_by``: the stages
+    a decision of ``writer`` dropped. ``any`` and ``local`` kinds: None (a local record
+    is the caller's to skip: it is a machine's own record, not an offence)."""
+    kind = str(event.get("kind"))
+    for what, machine in owners(campaign, event):
+        if machine == writer:
+            continue
+        if kind == "stage_dropped" and event.get("stage") in dropped_by:
+            continue  # dropped by that machine's own decision
+        return (f"{what} runs on machine {machine}; a machine writes {kind} only for its "
+                "own stages")
+    return None
+
+
+FIELD_LIMIT = 1000  # characters of one field in an event's line (a long note stays whole)
+EVENT_LINE_LIMIT = 4000  # characters of the whole line (an unknown kind lists every field)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value, FIELD_LIMIT)
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    return printable(value, FIELD_LIMIT)  # a dict or anything else: its text, made safe
+
+
+def describe_event(ev: Event) -> str:
+    """One human line per journal event (headless output, the TUI's event list), every
+    field made printable and bounded first."""
+    clean = {k: _clean(v) for k, v in ev.items()}
+    known = EVENT_KINDS.get(str(ev.get("kind")))
+    if known is not None:
+        line = known.describe(clean)
+    else:
+        line = f"{clean.get('kind')}: " + ", ".join(
+            f"{printable(k, FIELD_LIMIT)}={v}" for k, v in clean.items()
+            if k not in ("seq", "t", "kind"))
+    # The describers add only the cockpit's own words; this bounds the whole line.
+    return printable(line, EVENT_LINE_LIMIT)

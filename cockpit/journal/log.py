@@ -1,0 +1,410 @@
+"""The campaign journal: the append-only event log that is the one source of truth.
+
+This module owns the file ``.cockpit/journal.jsonl`` (the path is given to
+:class:`Journal`): writing events atomically and durably, and reading them back
+incrementally while tolerating damage. Folding events into campaign state is the
+engine's job; here an event is just a dict.
+
+File format: one JSON object a line, UTF-8::
+
+    {"seq": 3, "t": "2024-12-02T09:15:00.000000Z", "kind": "run_started", "run": "A1", ...}
+
+- ``seq`` is 1 + the number of valid events before it, computed under the lock.
+- ``t`` is ISO-8601 UTC with microseconds and a ``Z``, from an injected ``now``.
+- Values are plain JSON, except that non-finite floats (a NaN loss) are written in
+  Python's spelling (``NaN``, ``Infinity``) and read back as floats.
+
+Durability and concurrency: every append takes an exclusive ``fcntl.flock`` on the
+sibling file ``journal.jsonl.lock``, reads what other writers added, writes ONE
+complete line with ONE ``os.write`` to an fd opened with ``O_APPEND`` and fsyncs it.
+The lock lives on a sibling file rather than on the journal itself because the
+journal may be missing (first append creates it), truncated or replaced by a new
+inode; a lock on the journal's inode would then no longer exclude a writer that
+opened the new file. The lock file is never replaced, so every cockpit process on
+the campaign contends on the same inode. The lock file is opened anew for each
+locked block (never inherited across fork, where a shared open file description
+would silently share the lock).
+
+Damage: a line that is not a JSON object with a string ``kind`` is garbage: it is
+skipped and reported in :meth:`Journal.problems` (and logged once as a warning),
+never fatal. Bytes after the last newline are a *torn* line (kill -9 or power loss
+mid-write, or a writer caught mid-line): they are not an event, they are reported
+via :attr:`Journal.torn`, and before the next append a ``"\\n"`` is written first so
+the fragment becomes a separate garbage line instead of corrupting the new event.
+
+Event kinds the engine writes (not validated here; fields after the kind):
+
+- ``plan_recorded`` (sha256, path) / ``rules_recorded`` (sha256)
+- ``stage_started`` / ``stage_finished`` / ``stage_skipped`` / ``stage_dropped`` (stage, ...)
+- ``run_started`` (run, stage, pid, pgid, command, params_hash, gpus)
+- ``run_exited`` (run, code)
+- ``stop_requested`` / ``stop_done`` (run, rule or "manual", reason, value, step)
+- ``rule_fired`` (run, rule, reason, value, threshold, step)
+- ``decision`` (stage, outcome: continue|limit|revise, drops, note)
+- ``note`` (stage, text)
+- ``cost`` (label, amount as a string (exact Decimal), currency)
+- ``result_accepted`` / ``result_rejected`` (run, reason; an automatic rejection also
+  ``failed``: the keys of the checks that failed, read by the conclusion, D2)
+- ``warning`` (message, source)
+- ``checkpoint_verified`` (run, path, ok, ...)
+
+Times: ``t`` never goes back within one writer (one :class:`Journal` object): after a
+wall-clock step back it stays at the last time written until the clock passes it; the
+engine journals the step itself (``clock_jump``) and ``seq`` keeps the order.
+
+Claiming: :meth:`Journal.transaction` holds the lock for a block, gives the complete
+event list read under that lock and appends under it, so "no ``stage_started`` for
+X yet, so start X" cannot be decided by two processes at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cockpit.common.errors import ActionRefused
+from cockpit.common.safe_json import TooDeep, loads_bounded
+from cockpit.journal.fields import event_problem
+from cockpit.journal.format import (
+    JournalError,
+    JournalProblem,
+    format_time,
+    journal_error,
+    parse_time,
+    sha256_file,
+)
+
+__all__ = [
+    "Journal",
+    "JournalError",
+    "JournalProblem",
+    "JournalTxn",
+    "format_time",
+    "parse_time",
+    "sha256_file",
+]
+
+log = logging.getLogger(__name__)
+
+_RESERVED = frozenset({"seq", "t", "kind"})
+# Bytes kept from the file's start (its first line, up to 4 KiB) and from just before
+# the read offset, to notice a file rewritten in place to at least the same size (same
+# inode, no shrink): two small preads, only when size or mtime changed.
+_HEAD_CHECK = 4096
+_TAIL_CHECK = 64
+_READ_CHUNK = 8 * 1024 * 1024
+
+
+class JournalTxn:
+    """The view of the journal inside :meth:`Journal.transaction` (lock held)."""
+
+    def __init__(self, journal: Journal, fd_getter: Any) -> None:
+        self._journal = journal
+        self._fd_getter = fd_getter
+        self._open = True
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """All valid events, read under the lock (including ones appended in this block)."""
+        self._check_open()
+        return list(self._journal._events)
+
+    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
+        self._check_open()
+        return self._journal._append_locked(self._fd_getter(), kind, now, fields)
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise JournalError("journal transaction used after its block ended")
+
+
+class Journal:
+    """Append-only JSON-lines event log with incremental, damage-tolerant reading.
+
+    Thread-safe within a process; safe across processes through the sibling lock file.
+    Commands that only read never create anything: :meth:`events` on a missing file
+    returns ``[]``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self._mutex = threading.RLock()
+        self._in_txn: threading.local = threading.local()
+        self._last_written: datetime | None = None  # the latest ``t`` this writer wrote
+        self._reset()
+
+    # ------------------------------------------------------------------ reading
+    def _reset(self) -> None:
+        self._events: list[dict[str, Any]] = []
+        self._garbage: list[JournalProblem] = []
+        self._ino: int | None = None
+        self._dev: int | None = None
+        self._offset = 0  # bytes consumed: always the end of a complete line
+        self._lines = 0  # complete lines consumed
+        self._head = b""  # first bytes of the file, to detect in-place rewrites
+        self._tail = b""  # last bytes before _offset, likewise
+        self._partial = b""  # bytes after the last newline (a torn or in-flight line)
+        self._torn_warned: tuple[int, int] | None = None
+        self._signature: tuple[int, ...] | None = None  # (ino, size, mtime, ctime) last read
+
+    def events(self) -> list[dict[str, Any]]:
+        """All valid events so far (reads only bytes added since the last call).
+
+        The dicts are shared with the journal's cache: treat them as read-only.
+        """
+        with self._mutex:
+            self._refresh()
+            return list(self._events)
+
+    def problems(self) -> list[JournalProblem]:
+        """Skipped garbage lines, then the torn last line if there is one."""
+        with self._mutex:
+            self._refresh()
+            torn = self._torn_problem()
+            return [*self._garbage, *([torn] if torn else [])]
+
+    @property
+    def torn(self) -> JournalProblem | None:
+        """The final line if it has no newline yet (as of the last read)."""
+        with self._mutex:
+            return self._torn_problem()
+
+    def _torn_problem(self) -> JournalProblem | None:
+        if not self._partial:
+            return None
+        return JournalProblem(
+            self._lines + 1,
+            f"torn last line ({len(self._partial)} bytes without a newline): ignored",
+        )
+
+    def _refresh(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if self._ino is not None or self._events or self._garbage:
+                self._reset()  # the journal was removed: nothing happened, as far as we know
+            return
+        except OSError as exc:
+            raise journal_error(self.path, "read", exc) from exc
+        if stat.S_ISDIR(st.st_mode):
+            raise JournalError(
+                f"cannot read journal {self.path}: a folder is where the journal file should be"
+            )
+        if not stat.S_ISREG(st.st_mode):
+            raise JournalError(f"cannot read journal {self.path}: not a regular file")
+        replaced = self._ino is not None and (st.st_ino, st.st_dev) != (self._ino, self._dev)
+        if replaced or st.st_size < self._offset:
+            log.warning("journal %s was replaced or truncated: reading it again", self.path)
+            self._reset()
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if signature == self._signature and self._ino is not None:
+            return  # nothing new (the common tick): one stat, no open
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise journal_error(self.path, "read", exc) from exc
+        try:
+            if self._offset and (
+                os.pread(fd, len(self._head), 0) != self._head
+                or os.pread(fd, len(self._tail), self._offset - len(self._tail)) != self._tail
+            ):
+                log.warning("journal %s was rewritten in place: reading it again", self.path)
+                self._reset()
+            self._ino, self._dev = st.st_ino, st.st_dev
+            self._read_from(fd)
+            self._signature = signature
+        except OSError as exc:
+            raise journal_error(self.path, "read", exc) from exc
+        finally:
+            os.close(fd)
+
+    def _read_from(self, fd: int) -> None:
+        data = b""
+        while True:
+            chunk = os.pread(fd, _READ_CHUNK, self._offset + len(data))
+            if not chunk:
+                break
+            data += chunk
+        end = data.rfind(b"\n")
+        if end >= 0:
+            for raw in data[:end].split(b"\n"):
+                self._lines += 1
+                self._take_line(self._lines, raw)
+            self._offset += end + 1
+            self._tail = data[max(0, end + 1 - _TAIL_CHECK) : end + 1]
+            if not self._head:
+                first = os.pread(fd, _HEAD_CHECK, 0)
+                self._head = first[: first.find(b"\n") + 1 or _HEAD_CHECK]
+        self._partial = data[end + 1 :]
+        torn = self._torn_problem()
+        if torn is not None and self._torn_warned != (torn.line, len(self._partial)):
+            self._torn_warned = (torn.line, len(self._partial))
+            log.warning("journal %s line %d: %s", self.path, torn.line, torn.message)
+
+    def _take_line(self, line_no: int, raw: bytes) -> None:
+        if not raw.strip():
+            return  # a blank line carries nothing and harms nothing
+        try:
+            event = loads_bounded(raw.decode("utf-8"))
+        except TooDeep as exc:
+            self._problem(line_no, f"not an event ({exc}): skipped")
+            return
+        except (UnicodeDecodeError, ValueError) as exc:
+            self._problem(line_no, f"not valid JSON ({exc.__class__.__name__}): skipped")
+            return
+        if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
+            self._problem(line_no, "not an event (a JSON object with a string 'kind'): skipped")
+            return
+        wrong = event_problem(event)
+        if wrong is not None:
+            self._problem(line_no, f"{event['kind']} event with a bad field ({wrong}): skipped")
+            return
+        expected = len(self._events) + 1
+        if event.get("seq") != expected:
+            # Kept: the event itself is readable; the numbering is only a cross-check.
+            self._problem(line_no, f"seq {event.get('seq')!r} where {expected} was expected: kept")
+        self._events.append(event)
+
+    def _problem(self, line_no: int, message: str) -> None:
+        problem = JournalProblem(line_no, message)
+        self._garbage.append(problem)
+        log.warning("journal %s line %d: %s", self.path, line_no, message)
+
+    # ------------------------------------------------------------------ writing
+    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
+        """Append one event durably and return it as written (with ``seq`` and ``t``)."""
+        if getattr(self._in_txn, "active", False):
+            # flock on a second fd from this process would wait for ourselves forever.
+            raise JournalError("Journal.append inside a transaction: use txn.append")
+        with self._locked() as fd_getter:
+            return self._append_locked(fd_getter(), kind, now, fields)
+
+    @contextmanager
+    def transaction(self) -> Iterator[JournalTxn]:
+        """Hold the exclusive lock for the block; ``txn.events`` is read under it."""
+        if getattr(self._in_txn, "active", False):
+            raise JournalError("journal transactions do not nest")
+        with self._locked() as fd_getter:
+            txn = JournalTxn(self, fd_getter)
+            self._in_txn.active = True
+            try:
+                yield txn
+            finally:
+                self._in_txn.active = False
+                txn._open = False
+
+    @contextmanager
+    def _locked(self) -> Iterator[Any]:
+        """Thread mutex + flock on the lock file; yields a getter for the append fd."""
+        with self._mutex:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                if self.path.is_dir():
+                    raise IsADirectoryError(errno.EISDIR, "is a directory", str(self.path))
+                # O_NOFOLLOW: a journal or lock that is a symlink would be written through
+                # into whatever it points at; refuse it instead.
+                lock_fd = os.open(self.lock_path,
+                                  os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            except OSError as exc:
+                raise journal_error(self.path, "lock", exc) from exc
+            write_fd: int | None = None
+
+            def fd_getter() -> int:
+                nonlocal write_fd
+                if write_fd is None:
+                    write_fd = self._open_for_append()
+                return write_fd
+
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX)
+                self._refresh()
+                yield fd_getter
+            finally:
+                if write_fd is not None:
+                    os.close(write_fd)
+                os.close(lock_fd)  # closing releases the flock
+
+    def _open_for_append(self) -> int:
+        created = not self.path.exists()
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+                         | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise journal_error(self.path, "open", exc) from exc
+        if created:
+            # Make the new directory entry durable too, not only the file's bytes.
+            try:
+                dir_fd = os.open(self.path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+            except OSError:
+                pass  # some filesystems refuse fsync on a folder; the data fsync still holds
+        return fd
+
+    def _append_locked(
+        self, fd: int, kind: str, now: datetime | None, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        if not isinstance(kind, str) or not kind:
+            raise ValueError(f"event kind must be a non-empty string, got {kind!r}")
+        clash = _RESERVED.intersection(fields)
+        if clash:
+            raise ValueError(f"event fields may not be named {sorted(clash)}")
+        when = datetime.now(timezone.utc) if now is None else now
+        if self._last_written is not None and when < self._last_written:
+            # Times never go back within one writer: after a wall-clock step back, ``t``
+            # stays at the last time written until the clock passes it again (the engine
+            # journals the step itself as ``clock_jump``; ``seq`` keeps the order).
+            when = self._last_written
+        stamp = format_time(when)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                # Seal a torn fragment as its own (garbage) line before our event.
+                os.write(fd, b"\n")
+            self._refresh()
+            event = {"seq": len(self._events) + 1, "t": stamp, "kind": kind, **fields}
+            # default=str: Paths, Decimals and datetimes become strings rather than errors.
+            line = (json.dumps(event, default=str, ensure_ascii=False) + "\n").encode("utf-8")
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(errno.EIO, f"short write ({written} of {len(line)} bytes)")
+            os.fsync(fd)
+        except OSError as exc:
+            raise journal_error(self.path, "append to", exc) from exc
+        before = len(self._events)
+        self._refresh()
+        if len(self._events) != before + 1:  # pragma: no cover - would mean a broken lock
+            raise JournalError(f"journal {self.path}: appended event was not read back")
+        self._last_written = when
+        return dict(self._events[-1])
+
+
+class NullJournal:
+    """`cockpit fleet` has no journal of its own: nothing to read, nothing written."""
+
+    def events(self) -> list[dict[str, Any]]:
+        return []
+
+    def problems(self) -> list[JournalProblem]:
+        return []
+
+    def append(self, kind: str, now: Any = None, **fields: Any) -> dict[str, Any]:
+        raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
+                            "that owns the stage")
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
+                            "that owns the stage")

@@ -1,0 +1,24 @@
+"""One history from several journals: this machine's events and its peers' copies,
+merged by time, then machine (each journal keeps its own order)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def merge_events(own: list[dict[str, Any]], peers: Sequence[list[dict[str, Any]]],
+                 own_machine: int = 0) -> list[dict[str, Any]]:
+    """One history: events ordered by time, then machine (the own events are untagged:
+    they count as ``own_machine``); each journal keeps its own order."""
+    if not any(peers):
+        return own
+    return list(heapq.merge(own, *peers, key=lambda ev: (
+        str(ev.get("t")), _machine_of(ev, own_machine))))
+
+
+def _machine_of(event: Mapping[str, Any], own_machine: int) -> int:
+    """The machine an event came from (events of one's own journal carry none)."""
+    value = event.get("machine", own_machine)
+    return value if isinstance(value, int) and not isinstance(value, bool) else own_machine

@@ -1,0 +1,78 @@
+"""The one read path: this machine's journal and its peers' copies, merged, filtered by
+ownership and folded — what ``status``, ``budget``, ``export`` (REPORT.md and the bag's
+journal) and ``next`` all read.
+
+``history_of`` is the pure part (the engine's tick uses it too): merge the own events
+with the peers' (ordered by time, then machine), then ``fold_history`` keeps only what
+each writer owns and returns the state and the events folded. ``read_history`` is its
+I/O edge for the one-shot commands: the own journal, the peers' copies under
+``.cockpit/peers/<N>/`` (pulled once first, within a time limit, as ``status`` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from cockpit.campaign.model import Campaign
+from cockpit.common.errors import InputError
+from cockpit.journal.fold import CampaignState, fold_history
+
+
+@dataclass(frozen=True)
+class History:
+    """What happened in a campaign, across its machines, as this machine reads it."""
+
+    campaign: Campaign  # the plan folded over (the plan as decided for ``next``)
+    state: CampaignState
+    events: list[Mapping[str, Any]]  # the events folded (a peer's tagged ``machine``)
+    own: list[dict[str, Any]]  # this machine's own journal, every event
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The events not folded, one line each (the first few), for a command's stderr."""
+        return tuple(w for w in self.state.journal_warnings
+                     if "not folded" in w)
+
+
+def history_of(campaign: Campaign, own: list[dict[str, Any]],
+               peers: Sequence[list[dict[str, Any]]], machine: int | None,
+               now: datetime) -> tuple[CampaignState, list[Mapping[str, Any]]]:
+    """Merge, filter by ownership, fold (pure)."""
+    from cockpit.journal.merge import merge_events
+
+    merged = merge_events(own, peers, machine or 0) if peers else own
+    return fold_history(campaign, merged, now, machine)
+
+
+def read_history(campaign: Campaign, machine: int | None, *, pull: str = "once",
+                 now: datetime | None = None, as_decided: bool = False) -> History:
+    """The merged, filtered history of ``campaign`` as machine ``machine`` reads it.
+
+    ``pull``: "once" pulls each peer now (within a time limit; an unreachable one is
+    read from its copy), "cache" reads the copies only. ``as_decided`` folds over the
+    plan as decided (D24; its record is this machine's own)."""
+    from cockpit.fleet.peers import PeerSet
+    from cockpit.journal.log import Journal, JournalError
+    from cockpit.journal.plan_record import decided_campaign
+
+    now = now or datetime.now(timezone.utc)
+    try:
+        own = Journal(campaign.state_dir / "journal.jsonl").events()
+    except JournalError as exc:
+        raise InputError(str(exc)) from None
+    peer_events: list[list[dict[str, Any]]] = []
+    if campaign.machines and set(campaign.machines) - {machine}:
+        peers = PeerSet(campaign, machine)
+        try:
+            if pull == "once":
+                peers.pull_now()
+            peer_events = peers.events()
+        finally:
+            peers.close()
+    if as_decided:
+        campaign = decided_campaign(campaign, own)
+    state, events = history_of(campaign, own, peer_events, machine, now)
+    return History(campaign, state, events, own)

@@ -1,0 +1,1 @@
+"""Checkpoints: discovery, layout, interval advice, and the reload and resume checks."""

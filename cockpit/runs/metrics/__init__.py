@@ -1,0 +1,1 @@
+"""A run's metric streams: the file readers, value types, the tail and the polled stream."""

@@ -1,0 +1,175 @@
+"""A run's metric stream: every metric file of one run, polled together.
+
+This module owns :class:`MetricStream` (latest values, a bounded deque of recent points,
+a bounded queue of events) and states what its readers guarantee. The readers, one per
+format, live in :mod:`cockpit.runs.metrics.readers`; the point types and number parsing
+in :mod:`cockpit.runs.metrics.values`; all are re-exported here. The readers turn metrics
+files written by training code into :class:`MetricPoint` values, cheaply, on every
+engine tick:
+
+- JSON lines (what :mod:`cockpit.report` writes): ``{"t": ..., "step": 120, "loss": 0.41}``;
+  records with an ``"event"`` key (``checkpoint_started``, ``checkpoint_written``, ...)
+  are events, kept apart from metrics.
+- Hugging Face Trainer ``trainer_state.json`` (its ``log_history``), given as the file
+  or as the output folder (then the newest ``checkpoint-N/trainer_state.json`` by N).
+- PyTorch Lightning ``CSVLogger`` ``metrics.csv`` (sparse rows, rewritten whole with a
+  wider header when a new metric appears).
+
+What every reader guarantees:
+
+- Each poll reads only bytes added since the last one (one ``stat`` when nothing
+  changed). A file replaced (new inode), truncated (size below the offset) or rewritten
+  in place (its first line or the bytes before the offset differ) is read again from
+  the start. After such a restart, records that repeat what was already delivered (same
+  first record, same position) are not delivered twice, so a Lightning header rewrite
+  does not replay history; a file with different content is delivered in full.
+- A partial last line waits for its newline.
+- Garbage (undecodable, not an object, a malformed row) is counted, never fatal.
+- ``NaN`` and infinities in any common spelling (``NaN``, ``nan``, ``Infinity``, ``inf``,
+  ``-inf``, ``-Infinity``, any case, as bare JSON tokens or as strings) are floats.
+- Values are floats (booleans are not metrics), ``step`` is an int.
+- Staleness is visible: ``last_read_at``, ``last_change_at``, ``last_record_at`` are
+  wall-clock seconds (from an injectable clock).
+
+Readers keep no history; :class:`MetricStream` keeps only a bounded deque of recent
+points. Events found by :meth:`MetricStream.poll` wait in a bounded queue that
+:meth:`MetricStream.poll_events` drains.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cockpit.runs.metrics.readers import (
+    CsvMetricsReader,
+    JsonlMetricsReader,
+    MetricReader,
+    TrainerStateReader,
+    open_reader,
+)
+from cockpit.runs.metrics.values import Clock, MetricPoint, ReadBatch, loads_tolerant, to_float
+
+__all__ = [
+    "CsvMetricsReader",
+    "JsonlMetricsReader",
+    "MetricPoint",
+    "MetricReader",
+    "MetricStream",
+    "ReadBatch",
+    "TrainerStateReader",
+    "loads_tolerant",
+    "open_reader",
+    "to_float",
+]
+
+
+RECENT_POINTS = 1000
+PENDING_EVENTS = 1000
+
+
+# ---------------------------------------------------------------- readers
+
+
+class MetricStream:
+    """All metric files of one run, polled together.
+
+    :meth:`poll` reads every reader and returns the new points; events found on the
+    way wait in a bounded queue that :meth:`poll_events` drains (it does not read).
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        clock: Clock = time.time,
+        recent: int = RECENT_POINTS,
+    ) -> None:
+        self.readers: list[MetricReader] = [open_reader(Path(p), clock) for p in paths]
+        self.latest: dict[str, float] = {}
+        self.latest_step: int | None = None
+        self.recent: deque[MetricPoint] = deque(maxlen=recent)
+        self._value_steps: dict[str, int | None] = {}
+        self._events: deque[dict[str, Any]] = deque(maxlen=PENDING_EVENTS)
+        # reader index -> file size when the latest values were seeded from its tail:
+        # older points read on the way there do not overwrite the newer seeded values.
+        self._seeded: dict[int, int] = {}
+
+    @property
+    def paths(self) -> list[Path]:
+        return [reader.path for reader in self.readers]
+
+    @property
+    def garbage(self) -> int:
+        return sum(reader.garbage for reader in self.readers)
+
+    @property
+    def last_record_at(self) -> float | None:
+        times = [r.last_record_at for r in self.readers if r.last_record_at is not None]
+        return max(times) if times else None
+
+    def poll(self) -> list[MetricPoint]:
+        """New points since the last poll, from all readers in order."""
+        points: list[MetricPoint] = []
+        for index, reader in enumerate(self.readers):
+            batch = reader.poll()
+            points.extend(batch.points)
+            self._events.extend(batch.events)
+            if not self._behind_seed(index, reader):
+                self._take_latest(batch.points)
+        self.recent.extend(points)
+        return points
+
+    def _take_latest(self, points: Sequence[MetricPoint]) -> None:
+        for point in points:
+            for name, value in point.values.items():
+                self.latest[name] = value
+                self._value_steps[name] = point.step
+            if point.step is not None:
+                self.latest_step = point.step
+
+    def _behind_seed(self, index: int, reader: MetricReader) -> bool:
+        """Whether the reader is still reading what lies before its seeded tail."""
+        size = self._seeded.get(index)
+        if size is None:
+            return False
+        position = reader.position
+        if position is not None and position < size:
+            try:
+                if os.stat(reader.path).st_size >= size:
+                    return True
+            except OSError:
+                pass  # gone or unreadable: the seed no longer describes the file
+        del self._seeded[index]
+        return False
+
+    def seed(self, path: Path, size: int, values: dict[str, float], step: int | None) -> None:
+        """Latest values and step from the tail of ``path`` (then ``size`` bytes), so a
+        snapshot is right at once although the incremental reading (what the rules see)
+        starts from the beginning and a huge file takes several polls to catch up."""
+        for index, reader in enumerate(self.readers):
+            if reader.path == Path(path) and reader.position is not None:
+                self._seeded[index] = size
+                for name, value in values.items():
+                    self.latest[name] = value
+                    self._value_steps[name] = step
+                if step is not None:
+                    self.latest_step = step
+
+    def poll_events(self) -> list[dict[str, Any]]:
+        """Events (``{"event": kind, ...}`` records) found by polls since the last call."""
+        events = list(self._events)
+        self._events.clear()
+        return events
+
+    def last_value_step(self, name: str) -> int | None:
+        """The step of the last point that carried ``name`` (None: unknown or no step)."""
+        return self._value_steps.get(name)
+
+    def stale_seconds(self, now: float) -> float | None:
+        """Seconds since any reader last found a new record (None: never)."""
+        last = self.last_record_at
+        return None if last is None else max(0.0, now - last)

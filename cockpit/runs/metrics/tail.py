@@ -1,0 +1,134 @@
+"""The last values of a run's metrics, read from the end of its files.
+
+A verdict (acceptance, conclusion, export) needs each metric's *last* value and the
+last step, whatever the file's size: a 20 MB metric file once got a run accepted on
+a value from its middle, because the one-shot read stopped at 16 MiB. JSON-lines files
+are read backwards, chunk by chunk, until every wanted metric has been seen (or the
+run's current attempt began); other formats are read whole.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cockpit.runs.metrics.readers import _READ_LIMIT
+from cockpit.runs.metrics.stream import JsonlMetricsReader, MetricPoint, MetricStream
+
+_CHUNK = 1 << 20
+_JSONL = frozenset({".jsonl", ".ndjson"})
+
+
+@dataclass
+class LastValues:
+    values: dict[str, float] = field(default_factory=dict)
+    last_step: int | None = None
+
+
+def last_values(paths: Sequence[Path], wanted: Iterable[str] | None = None,
+                since: float | None = None) -> LastValues:
+    """Each metric's last value in ``paths`` (later files win), and the last step.
+
+    ``wanted`` names the metrics that matter: JSON-lines files are then read from the
+    end only as far as needed. ``None`` means every metric, which needs whole files.
+    Points older than ``since`` (epoch seconds: an earlier attempt) are ignored.
+    """
+    names = None if wanted is None else set(wanted)
+    result = LastValues()
+    for path in paths:
+        if names is not None and path.suffix.lower() in _JSONL:
+            found = _jsonl_tail(path, names, since)
+        else:
+            found = _whole(path, since)
+        result.values.update(found.values)
+        if found.last_step is not None:
+            result.last_step = found.last_step
+    return result
+
+
+def _whole(path: Path, since: float | None) -> LastValues:
+    found = LastValues()
+    try:
+        stream = MetricStream([path])
+    except ValueError:
+        return found
+    while points := stream.poll():  # each poll reads a bounded slice: go to the end
+        for point in points:
+            _take(found, point, since, overwrite=True)
+    return found
+
+
+def _take(found: LastValues, point: MetricPoint, since: float | None, overwrite: bool) -> bool:
+    """Record a point; False when it belongs to an earlier attempt."""
+    if since is not None and point.t is not None and point.t < since:
+        return False
+    for name, value in point.values.items():
+        if overwrite or name not in found.values:
+            found.values[name] = value
+    if point.step is not None and (overwrite or found.last_step is None):
+        found.last_step = point.step
+    return True
+
+
+def _jsonl_tail(path: Path, wanted: set[str], since: float | None,
+                max_bytes: int | None = None, every_name: bool = False) -> LastValues:
+    """Newest-first read from the end until every wanted metric and the step are known
+    (or, ``every_name``, until ``max_bytes`` are read: every metric seen there)."""
+    found = LastValues()
+    parser = JsonlMetricsReader(path)
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError:
+        return found
+    with handle:
+        end = os.fstat(handle.fileno()).st_size
+        stop = 0 if max_bytes is None else max(0, end - max_bytes)
+        carry = b""
+        while end > stop:
+            start = max(stop, end - _CHUNK)
+            handle.seek(start)
+            data = handle.read(end - start) + carry
+            end = start
+            lines = data.split(b"\n")
+            carry = lines.pop(0) if start > 0 else b""  # maybe a line cut by the chunk
+            for raw in reversed(lines):
+                if not _newest_first(found, parser, raw, since):
+                    return found
+                if not every_name and wanted <= found.values.keys() \
+                        and found.last_step is not None:
+                    return found
+        if carry and stop == 0:
+            _newest_first(found, parser, carry, since)
+    return found
+
+
+def _newest_first(found: LastValues, parser: JsonlMetricsReader, raw: bytes,
+                  since: float | None) -> bool:
+    """Take one line read backwards; False once the lines are older than ``since``."""
+    try:
+        item = parser._parse(0, raw)
+    except ValueError:
+        return True  # a garbage line (or a torn last one): skipped, as the readers do
+    if not isinstance(item, MetricPoint):
+        return True  # an event, or an empty line
+    return _take(found, item, since, overwrite=False)
+
+
+def seed_from_tail(stream: MetricStream, since: float | None = None,
+                   min_size: int = _READ_LIMIT, tail_bytes: int = _CHUNK) -> None:
+    """Give a new stream its latest values and step from the end of each JSON-lines file
+    too big for its first poll (``min_size``: what one poll reads), reading only the last
+    ``tail_bytes``: ``status`` on a 20 MB file shows the real last step at once."""
+    for path in stream.paths:
+        if path.suffix.lower() not in _JSONL:
+            continue
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            continue
+        if size <= min_size:
+            continue  # the first poll reads it whole
+        found = _jsonl_tail(path, set(), since, max_bytes=tail_bytes, every_name=True)
+        stream.seed(path, size, found.values, found.last_step)

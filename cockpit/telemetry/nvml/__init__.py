@@ -1,0 +1,1 @@
+"""GPU telemetry through NVML (the pynvml module of nvidia-ml-py)."""

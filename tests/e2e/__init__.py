@@ -1,0 +1,1 @@
+"""End to end: the real `cockpit` command, real files, processes, sshd and exports."""

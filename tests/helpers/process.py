@@ -1,0 +1,39 @@
+"""Running the real `cockpit` command in a subprocess, and waiting for a condition."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "sample_campaigns"
+
+
+def run_cockpit(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+                timeout: float = 180, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m cockpit ARGS`` as a user would, capturing text output. The timeout
+    only catches a hang: the suite runs in parallel, and a busy box is slow."""
+    full_env = dict(os.environ)
+    full_env.pop("COCKPIT_SIMULATE_GPUS", None)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit", *args],
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, input=input,
+    )
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something true (returned), or fail after
+    ``timeout`` seconds naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")

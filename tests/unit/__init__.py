@@ -1,0 +1,1 @@
+"""Unit tests: pure functions and single modules, milliseconds each."""
