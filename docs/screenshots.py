@@ -1,7 +1,7 @@
-"""Regenerate the README's screenshots: `PYTHONPATH=. python docs/screenshots.py`.
+"""Regenerate the docs' screenshots: `PYTHONPATH=. python docs/screenshots.py`.
 
-The campaign is the layout tests' (tests/tui_campaign.py): three runs running, one
-whose loss went NaN so its rule fired, a fixed clock and simulated GPUs, plus two
+The campaign is the layout tests' (tests/helpers/tui_campaign.py): three runs running,
+one whose loss went NaN so its rule fired, a fixed clock and simulated GPUs, plus two
 other costs for the budget panel. Writes docs/cockpit-80x24.svg (the main screen at
 80x24) and docs/cockpit-chart.svg (the chart screen, `g`, at 120x40).
 """
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from cockpit.tui.app import CockpitApp
-from tests.tui_campaign import NOW, running_campaign
+from tests.helpers.tui_campaign import NOW, running_campaign
 
 DOCS = Path(__file__).resolve().parent
 
