@@ -98,7 +98,7 @@ def test_budget_and_status_read_the_peers_copy_alike(tmp_path: Path) -> None:
     assert own.returncode == 0, own.stderr
     # Machine 1 holds machine 2's journal as a pull leaves it.
     copy = m1.parent / ".cockpit" / "peers" / "2" / "journal.jsonl"
-    copy.parent.mkdir(parents=True)
+    copy.parent.mkdir(parents=True, exist_ok=True)  # the cost command tried a pull
     shutil.copyfile(m2.parent / ".cockpit" / "journal.jsonl", copy)
 
     money = run_cockpit("budget", str(m1), "--machine", "1", "--json")
