@@ -1,8 +1,9 @@
 """What the cockpit reads at run time besides its code: themes, the demo's sample
-campaigns and the ``cockpit init`` template.
+campaigns, the ``cockpit init`` template and the domain rules (``cockpit rules``).
 
 In the repository ``themes`` and ``sample_campaigns`` here are links to the top-level
-folders (the user-facing copies); a wheel carries their files. Read them through
+folders and ``domain.md`` a link to ``docs/domain.md`` (the user-facing copies); a wheel
+carries their files. Read them through
 :func:`asset`, which goes through ``importlib.resources`` and so works from an editable
 install, a wheel, or a zip alike.
 """

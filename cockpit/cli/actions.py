@@ -1,10 +1,12 @@
 """The actions a person takes from the command line: start, mark, stop, decide, accept,
 note, cost and verify.
 
-This module owns their handlers. Each builds the engine for the campaign file, calls
-the one engine action and prints the journal lines it wrote; a refusal is one line and
-exit 1 (:func:`cockpit.cli.common.acting`). Their arguments are declared in
-:func:`cockpit.cli.build_parser`.
+This module owns their arguments (``add_verify_command(sub)``,
+``add_action_commands(sub)``; ``action_parser()``, the same arguments alone, checks an
+action that ``cockpit fleet FILE ACTION ...`` runs on another machine) and their
+handlers. Each builds the engine for the campaign file as
+this cockpit's machine, calls the one engine action and prints the journal lines it
+wrote; a refusal is one line and exit 1 (:func:`cockpit.cli.common.acting`).
 """
 
 from __future__ import annotations
@@ -13,13 +15,95 @@ import argparse
 import sys
 from typing import Any
 
-from cockpit.cli.common import EXIT_OK, acting
+from cockpit.cli.common import EXIT_OK, Parser, acting, add_machine_option, machine_of
+
+# The actions `cockpit fleet FILE ACTION ...` runs on the owning machine.
+FLEET_ACTIONS = ("start", "stop", "mark", "decide", "accept", "reject", "note", "cost")
+
+
+def add_verify_command(sub: Any) -> None:
+    p = sub.add_parser("verify", help="reload a run's checkpoint in a fresh process (D17)")
+    p.add_argument("file")
+    p.add_argument("run", metavar="RUN_OR_STAGE")
+    p.add_argument("--checkpoint", default=None, metavar="first|newest|PATH",
+                   help="which checkpoint (default newest; first with --resume)")
+    p.add_argument("--resume", action="store_true",
+                   help="resume equivalence: restart from it for N steps and compare")
+    p.set_defaults(handler=cmd_verify)
+
+
+def add_action_commands(sub: Any) -> None:
+    """The actions a person takes on a stage or a run (those of :data:`FLEET_ACTIONS`)."""
+    p = sub.add_parser("start", help="launch a stage's command, detached")
+    p.add_argument("file")
+    p.add_argument("stage")
+    p.add_argument("--force", action="store_true",
+                   help="start even if its GPU is held or its `after` stages have not ended")
+    p.set_defaults(handler=cmd_start)
+
+    p = sub.add_parser("mark", help="mark a stage without a command started, done or skipped")
+    p.add_argument("file")
+    p.add_argument("stage")
+    p.add_argument("what", choices=["started", "done", "skipped"])
+    p.add_argument("--note", default=None)
+    p.set_defaults(handler=cmd_mark)
+
+    p = sub.add_parser("stop", help="stop a run (SIGTERM, grace, SIGKILL) and record why")
+    p.add_argument("file")
+    p.add_argument("target", metavar="RUN_OR_STAGE")
+    p.add_argument("--reason", required=True)
+    p.set_defaults(handler=cmd_stop)
+
+    p = sub.add_parser("decide", help="record the decision at a decision point (D4)")
+    p.add_argument("file")
+    p.add_argument("outcome", choices=["continue", "limit", "revise"])
+    p.add_argument("--stage", default=None)
+    p.add_argument("--drop", nargs="+", default=[], metavar="STAGE")
+    p.add_argument("--note", required=True)
+    p.set_defaults(handler=cmd_decide)
+
+    p = sub.add_parser("accept", help="accept a run's result (never a stopped run, D15)")
+    p.add_argument("file")
+    p.add_argument("run")
+    p.add_argument("--note", default=None)
+    p.add_argument("--override", action="store_true",
+                   help="accept although its acceptance checks fail (needs --note; recorded)")
+    p.set_defaults(handler=cmd_accept)
+
+    p = sub.add_parser("reject", help="reject a run's result (a later verdict replaces one)")
+    p.add_argument("file")
+    p.add_argument("run")
+    p.add_argument("--note", required=True)
+    p.set_defaults(handler=cmd_reject)
+
+    p = sub.add_parser("note", help="record an explanation on a stage (D24)")
+    p.add_argument("file")
+    p.add_argument("stage")
+    p.add_argument("text")
+    p.set_defaults(handler=cmd_note)
+
+    p = sub.add_parser("cost", help="record another cost, kept apart from the rental (D20)")
+    p.add_argument("file")
+    p.add_argument("label")
+    p.add_argument("amount")
+    p.add_argument("--currency", default="USD")
+    p.set_defaults(handler=cmd_cost)
+
+
+def action_parser() -> argparse.ArgumentParser:
+    """The fleet's actions alone, as ``cockpit ACTION`` parses them (same messages)."""
+    parser = Parser(prog="cockpit")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
+    add_action_commands(sub)
+    for choice in sub.choices.values():
+        add_machine_option(choice)  # accepted as `cockpit ACTION` accepts it
+    return parser
 
 
 def _engine(args: argparse.Namespace, **kwargs: Any) -> Any:
     from cockpit.engine import Engine
 
-    return Engine.open(args.file, telemetry=False, **kwargs)
+    return Engine.open(args.file, telemetry=False, machine=machine_of(args), **kwargs)
 
 
 def _print_written(events: list[dict[str, Any]] | dict[str, Any]) -> None:

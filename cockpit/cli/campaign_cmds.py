@@ -2,9 +2,10 @@
 init.
 
 This module owns their handlers: the read-only ones (check, plan and its text and JSON
-renderings, status and its light ``--line`` path) and the ones that hand over to a
-face (headless, tui, demo) or to the scaffold (init). Their arguments are declared in
-:func:`cockpit.cli.build_parser`.
+renderings, status and its light ``--line`` path), ``cockpit fleet`` (its view and the
+actions it runs where a stage lives) and the ones that hand over to a face (headless,
+tui, demo) or to the scaffold (init). Their arguments are declared in
+:mod:`cockpit.cli.parser`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import sys
 from typing import Any
 
-from cockpit.cli.common import EXIT_OK, acting
+from cockpit.cli.common import EXIT_OK, acting, machine_of
 from cockpit.common.units import for_packages, format_duration, format_hours
 
 # A headless instance writes a status line each tick; one fresher than this is "live".
@@ -56,10 +57,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     from cockpit.headless.status_line import status_line
     from cockpit.headless.status_log import compact_json
 
+    machine = None if fleet else machine_of(args)  # `cockpit fleet`: every machine a peer
     if args.line:
         # No long NVML init for a status bar: GPUs show as n/a unless simulated.
         engine = Engine.open(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
-                             telemetry=bool(args.simulate_gpus), fleet=fleet,
+                             telemetry=bool(args.simulate_gpus), machine=machine, fleet=fleet,
                              pull="once" if fleet else "cache")
         try:
             print(status_line(compact_json(engine.tick())))
@@ -67,7 +69,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             engine.close()
         return EXIT_OK
     engine = Engine.open(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
-                         fleet=fleet)
+                         machine=machine, fleet=fleet)
     try:
         snap = engine.tick()
     finally:
@@ -97,7 +99,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 
 def _fleet_action(args: argparse.Namespace) -> int:
-    from cockpit.cli import FLEET_ACTIONS, build_parser
+    from cockpit.cli.actions import FLEET_ACTIONS, action_parser
     from cockpit.common.errors import InputError
     from cockpit.common.printable import printable_block
     from cockpit.engine import Engine, describe_event
@@ -106,7 +108,7 @@ def _fleet_action(args: argparse.Namespace) -> int:
     if not words or words[0] not in FLEET_ACTIONS:
         raise InputError(f"cockpit fleet: the action must be one of {', '.join(FLEET_ACTIONS)}")
     # The action's own arguments, checked here as the command itself checks them.
-    sub = build_parser().parse_args([words[0], args.file, *words[1:]])
+    sub = action_parser().parse_args([words[0], args.file, *words[1:]])
     engine = Engine.open(args.file, fleet=True, telemetry=False, pull="once")
     try:
         what = words[0]

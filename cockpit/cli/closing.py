@@ -10,9 +10,10 @@ export verified, 1 when it was written but a check failed (a failed export never
 replaces a verified one: it is kept beside it, and the command says which is current).
 ``budget``, ``export`` (REPORT.md, the bag's journal and history) and ``next`` read the
 campaign's history through :func:`cockpit.journal.read.read_history`, the read path of
-``status``: this machine's journal and its peers' copies (pulled once, as ``status``
-does; the copies under ``.cockpit/peers/`` are the only files a read writes), merged,
-filtered by ownership, folded; an event not folded is named on stderr.
+``status``, as this cockpit's machine (``--machine``): this machine's journal and its
+peers' copies (:func:`peer_events`: pulled once, as ``status`` does; the copies under
+``.cockpit/peers/`` are the only files a read writes), merged, filtered by ownership,
+folded; an event not folded is named on stderr.
 ``verify-export`` exits 0 only when every check passes. A bag is data: ``verify-export``
 runs no command and allows no unsafe unpickling that the bag asks for unless
 ``--trust-commands`` is given; ``--rebuild`` (which runs the bag's code) says so on
@@ -32,11 +33,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cockpit.cli.common import number_between
+from cockpit.cli.common import machine_of, number_between
 from cockpit.common.errors import InputError
 from cockpit.common.printable import printable, printable_block
 
 if TYPE_CHECKING:
+    from cockpit.campaign.model import Campaign
     from cockpit.journal.read import History
 
 
@@ -101,26 +103,42 @@ def add_close_commands(sub: Any) -> None:
     p.set_defaults(handler=cmd_next)
 
 
-def _load(file: str, *, as_decided: bool = False) -> History:
+def _load(args: argparse.Namespace, *, as_decided: bool = False) -> History:
     """The campaign's history as this machine reads it: its journal and its peers'
     copies, merged and filtered by ownership — the same read path as ``status``."""
     from cockpit.campaign import load_campaign
-    from cockpit.common.printable import printable
-    from cockpit.engine import machine_from_env
     from cockpit.journal.read import read_history
 
-    campaign = load_campaign(file)
-    history = read_history(campaign, machine_from_env(), as_decided=as_decided)
+    campaign = load_campaign(args.file)
+    machine = machine_of(args)
+    history = read_history(campaign, machine, peer_events(campaign, machine),
+                           as_decided=as_decided)
     for warning in history.warnings:
         print(f"cockpit: warning: {printable(warning)}", file=sys.stderr)
     return history
+
+
+def peer_events(campaign: Campaign, machine: int) -> list[list[dict[str, Any]]]:
+    """The other machines' events from their copies under ``.cockpit/peers/`` (the only
+    files a read writes), each pulled once first within a time limit (an unreachable
+    one is read from its copy)."""
+    if not campaign.machines or not set(campaign.machines) - {machine}:
+        return []
+    from cockpit.fleet.peers import PeerSet
+
+    peers = PeerSet(campaign, machine)
+    try:
+        peers.pull_now()
+        return peers.events()
+    finally:
+        peers.close()
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
     from cockpit.close.budget import budget, render_budget
     from cockpit.close.conclusion import conclude_now
 
-    history = _load(args.file)
+    history = _load(args)
     campaign, state = history.campaign, history.state
     now = datetime.now(timezone.utc)
     data = budget(campaign, state, now)
@@ -139,7 +157,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from cockpit.export import ExportError, export_campaign
 
-    history = _load(args.file)
+    history = _load(args)
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"export --out {args.out}: not a folder")
     try:
@@ -226,7 +244,7 @@ def cmd_next(args: argparse.Namespace) -> int:
         raise InputError(f"next: {args.out} exists; give --out a new file (nothing was "
                          "written)")
     now = datetime.now(timezone.utc)
-    history = _load(args.file, as_decided=True)  # every machine's measured durations
+    history = _load(args, as_decided=True)  # every machine's measured durations
     decided, state, events = history.campaign, history.state, history.events
     out = Path(args.out) if args.out else decided.path.with_name(decided.path.stem
                                                                  + ".next.yaml")

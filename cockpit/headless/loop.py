@@ -96,7 +96,8 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
                           Path(args.log) if args.log else None,
                           Path(args.prom) if args.prom else None)
     engine = Engine.open(args.file, auto=args.auto, actor="headless",
-                         simulate_gpus=args.simulate_gpus, fleet=fleet, pull="background")
+                         simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
+                         fleet=fleet, pull="background")
     status_log = RotatingFile(Path(args.status_log) if args.status_log else default_log)
     event_log = RotatingFile(Path(args.log)) if args.log else None
     prom = Path(args.prom) if args.prom else None

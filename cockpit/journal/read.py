@@ -1,12 +1,13 @@
 """The one read path: this machine's journal and its peers' copies, merged, filtered by
 ownership and folded — what ``status``, ``budget``, ``export`` (REPORT.md and the bag's
-journal) and ``next`` all read.
+journal), ``next`` and the faces' engine all read.
 
-``history_of`` is the pure part (the engine's tick uses it too): merge the own events
+``history_of`` is the pure part (the engine's history uses it too): merge the own events
 with the peers' (ordered by time, then machine), then ``fold_history`` keeps only what
 each writer owns and returns the state and the events folded. ``read_history`` is its
-I/O edge for the one-shot commands: the own journal, the peers' copies under
-``.cockpit/peers/<N>/`` (pulled once first, within a time limit, as ``status`` does).
+I/O edge for the one-shot commands: the own journal, read here, and the peers' events,
+handed in by the caller (the CLI reads the copies under ``.cockpit/peers/<N>/`` through
+the fleet, after one pull, as ``status`` does): the journal layer knows no fleet.
 """
 
 from __future__ import annotations
@@ -47,14 +48,14 @@ def history_of(campaign: Campaign, own: list[dict[str, Any]],
     return fold_history(campaign, merged, now, machine)
 
 
-def read_history(campaign: Campaign, machine: int | None, *, pull: str = "once",
-                 now: datetime | None = None, as_decided: bool = False) -> History:
+def read_history(campaign: Campaign, machine: int | None,
+                 peers: Sequence[list[dict[str, Any]]] = (), *, now: datetime | None = None,
+                 as_decided: bool = False) -> History:
     """The merged, filtered history of ``campaign`` as machine ``machine`` reads it.
 
-    ``pull``: "once" pulls each peer now (within a time limit; an unreachable one is
-    read from its copy), "cache" reads the copies only. ``as_decided`` folds over the
-    plan as decided (D24; its record is this machine's own)."""
-    from cockpit.fleet.peers import PeerSet
+    ``peers``: each other machine's events, tagged ``machine`` (none for a campaign on
+    one machine). ``as_decided`` folds over the plan as decided (D24; its record is this
+    machine's own)."""
     from cockpit.journal.log import Journal, JournalError
     from cockpit.journal.plan_record import decided_campaign
 
@@ -63,16 +64,7 @@ def read_history(campaign: Campaign, machine: int | None, *, pull: str = "once",
         own = Journal(campaign.state_dir / "journal.jsonl").events()
     except JournalError as exc:
         raise InputError(str(exc)) from None
-    peer_events: list[list[dict[str, Any]]] = []
-    if campaign.machines and set(campaign.machines) - {machine}:
-        peers = PeerSet(campaign, machine)
-        try:
-            if pull == "once":
-                peers.pull_now()
-            peer_events = peers.events()
-        finally:
-            peers.close()
     if as_decided:
         campaign = decided_campaign(campaign, own)
-    state, events = history_of(campaign, own, peer_events, machine, now)
+    state, events = history_of(campaign, own, peers, machine, now)
     return History(campaign, state, events, own)

@@ -11,6 +11,7 @@ import pytest
 from cockpit import cli
 from cockpit.assets import asset, asset_path
 from cockpit.campaign import load_campaign
+from cockpit.cli import parser as cli_parser
 from cockpit.cli.demo import failed_stage_logs
 from cockpit.engine import Engine
 from cockpit.journal.fold import FAILED
@@ -38,7 +39,7 @@ def test_an_internal_error_is_exit_70_and_says_it_is_a_bug(monkeypatch, capsys) 
     def broken(_args: object) -> int:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(cli, "cmd_check", broken)
+    monkeypatch.setattr(cli_parser, "cmd_check", broken)  # the parser binds the handlers
     monkeypatch.delenv("COCKPIT_DEBUG", raising=False)
     assert cli.main(["check", "whatever.yaml"]) == cli.EXIT_INTERNAL == 70
     err = capsys.readouterr().err

@@ -49,7 +49,6 @@ KNOWN_UPWARD = {
     "cockpit.export.report_md -> cockpit.engine.build",
     "cockpit.planning.advice -> cockpit.close.conclusion",
     "cockpit.planning.advice -> cockpit.runs.provenance",
-    "cockpit.journal.read -> cockpit.fleet.peers",
     "cockpit.runs.env_record -> cockpit.engine.ports",
 }
 KNOWN_FACE = {
@@ -62,7 +61,6 @@ KNOWN_CYCLES = {
     "cockpit.engine -> cockpit.engine.build -> cockpit.engine",
     "cockpit.engine -> cockpit.engine.build -> cockpit.engine.core -> cockpit.engine",
     "cockpit.engine -> cockpit.fleet.remote -> cockpit.engine",
-    "cockpit.cli -> cockpit.cli.campaign_cmds -> cockpit.cli",
 }
 
 

@@ -1,0 +1,155 @@
+"""Every command's arguments, in the order ``cockpit --help`` lists them.
+
+This module owns :func:`build_parser` (it composes the commands each handler module
+declares: :mod:`cockpit.cli.actions`, :mod:`cockpit.cli.closing`, :mod:`cockpit.cli.rules`,
+and here those of :mod:`cockpit.cli.campaign_cmds`), the ``--machine`` option of the
+commands that act as one machine of a campaign, and the list of command names
+(:data:`COMMANDS`) that tells ``cockpit FILE`` from ``cockpit COMMAND``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cockpit import __version__
+from cockpit.cli.actions import FLEET_ACTIONS, add_action_commands, add_verify_command
+from cockpit.cli.campaign_cmds import (
+    cmd_check,
+    cmd_demo,
+    cmd_fleet,
+    cmd_headless,
+    cmd_init,
+    cmd_plan,
+    cmd_status,
+    cmd_tui,
+)
+from cockpit.cli.closing import add_close_commands
+from cockpit.cli.common import Parser, add_machine_option, number_between
+from cockpit.cli.rules import add_rules_command
+from cockpit.common.units import parse_duration
+
+_positive_seconds = number_between(float, 0, 86400, "a number of seconds")
+
+COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "init", "start", "mark",
+            "stop", "decide", "accept", "reject", "note", "cost", "budget", "export",
+            "verify-export", "next", "fleet", "rules")
+# The commands that act as one machine of a multi-machine campaign.
+MACHINE_COMMANDS = ("status", "headless", "tui", "verify", "start", "mark", "stop", "decide",
+                    "accept", "reject", "note", "cost", "budget", "export", "next")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="cockpit", description="A terminal cockpit for a GPU training "
+                    "campaign on a rented machine.")
+    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    _add_plan_commands(sub)  # check, plan, status
+    _add_face_commands(sub)  # headless, tui
+    add_verify_command(sub)
+    _add_start_commands(sub)  # demo, init
+    add_action_commands(sub)  # start, mark, stop, decide, accept, reject, note, cost
+    add_close_commands(sub)  # budget, export, verify-export, next
+    _add_fleet_command(sub)
+    add_rules_command(sub)
+    for name, choice in sub.choices.items():
+        if name in MACHINE_COMMANDS:
+            add_machine_option(choice)
+    return parser
+
+
+def _duration_hours(text: str) -> float:
+    try:
+        return parse_duration(text) / 3600.0
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _simulate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--simulate-gpus", type=int, default=None, metavar="N",
+                   help="drive N simulated GPUs (labelled SIMULATED); also COCKPIT_SIMULATE_GPUS")
+
+
+def _add_plan_commands(sub: Any) -> None:
+    p = sub.add_parser("check", help="validate a campaign file and give the plan's advice")
+    p.add_argument("file")
+    p.set_defaults(handler=cmd_check)
+
+    p = sub.add_parser("plan", help="the schedule, window figures and overrun options")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--overrun", type=_duration_hours, default=0.0, metavar="DURATION",
+                   help="what-if: add this much to the plan's end-to-end duration (e.g. 30h)")
+    p.set_defaults(handler=cmd_plan)
+
+    p = sub.add_parser("status", help="what the cockpit would show now (reads only)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--line", action="store_true", help="one short line for a tmux status bar")
+    _simulate(p)
+    p.set_defaults(handler=cmd_status)
+
+
+def _add_face_commands(sub: Any) -> None:
+    p = sub.add_parser("headless", help="run the cockpit without a screen")
+    p.add_argument("file")
+    p.add_argument("--interval", type=_positive_seconds, default=1.0, metavar="SECONDS")
+    p.add_argument("--auto", action="store_true",
+                   help="start each stage when it is ready (stops at decision points)")
+    p.add_argument("--until-done", action="store_true",
+                   help="exit when nothing more can happen without a person (0 / 1 / 3)")
+    p.add_argument("--status-log", default=None, metavar="PATH",
+                   help="one JSON line per tick (default .cockpit/status.jsonl; rotated)")
+    p.add_argument("--log", default=None, metavar="PATH",
+                   help="also write the event lines to this file (rotated)")
+    p.add_argument("--prom", default=None, metavar="PATH",
+                   help="write the Prometheus textfile here each tick (atomic)")
+    _simulate(p)
+    p.set_defaults(handler=cmd_headless)
+
+    p = sub.add_parser("tui", help="the cockpit on screen (also: cockpit FILE)")
+    p.add_argument("file")
+    p.add_argument("--interval", type=_positive_seconds, default=1.0, metavar="SECONDS")
+    p.add_argument("--theme", default=None, help="default, light or high-contrast")
+    p.add_argument("--auto", action="store_true",
+                   help="start each stage when it is ready (stops at decision points)")
+    p.add_argument("--no-mouse", action="store_true", help="for slow SSH links")
+    _simulate(p)
+    p.set_defaults(handler=cmd_tui)
+
+
+def _add_start_commands(sub: Any) -> None:
+    p = sub.add_parser("demo", help="the digits campaign end to end, in minutes")
+    p.add_argument("--headless", action="store_true", help="no screen: print events")
+    p.add_argument("--dir", default=None, help="working folder (default: a new one here)")
+    p.add_argument("--interval", type=_positive_seconds, default=0.5, metavar="SECONDS")
+    p.add_argument("--timeout", type=_positive_seconds, default=1800, metavar="SECONDS")
+    p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
+    _simulate(p)
+    p.set_defaults(handler=cmd_demo)
+
+    p = sub.add_parser("init", help="write a complete, commented campaign to start from")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--offer", default="rtx4090-3d", help="the package (an offer id of the catalog)")
+    p.add_argument("--start", default="now", metavar="ISO|now",
+                   help="when the rental window starts (default: now)")
+    p.set_defaults(handler=cmd_init)
+
+
+def _add_fleet_command(sub: Any) -> None:
+    p = sub.add_parser("fleet", help="every machine of the campaign over SSH: the same "
+                       "screen, status and headless outputs; actions run where the stage lives")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="status: one JSON object on stdout")
+    p.add_argument("--line", action="store_true", help="status: one short line")
+    p.add_argument("--headless", action="store_true", help="the headless loop, no screen")
+    p.add_argument("--interval", type=_positive_seconds, default=2.0, metavar="SECONDS")
+    p.add_argument("--theme", default=None, help="default, light or high-contrast")
+    p.add_argument("--no-mouse", action="store_true", help="for slow SSH links")
+    p.add_argument("--log", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    p.add_argument("--prom", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    p.add_argument("--status-log", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    p.epilog = ("cockpit fleet FILE ACTION ...: run an action on the machine that owns it, "
+                "with the arguments of that command: " + ", ".join(FLEET_ACTIONS))
+    p.set_defaults(handler=cmd_fleet, fleet=True, auto=False, until_done=False,
+                   simulate_gpus=None, action=[])
