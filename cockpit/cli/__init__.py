@@ -227,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
             choice.add_argument("--machine", type=int, default=None, metavar="N",
                                 help="this cockpit is machine N of the campaign (D12; also "
                                      "COCKPIT_MACHINE; default 1): it runs only its stages")
+    for name in FLEET_ACTIONS:  # what `cockpit fleet` reads of an action on another machine
+        sub.choices[name].add_argument("--json", action="store_true",
+                                       help="print the events written as one JSON list")
     return parser
 
 

@@ -18,8 +18,8 @@ from cockpit.campaign.model import Campaign, MetricCheck, StopRule
 from cockpit.close.budget import budget
 from cockpit.close.conclusion import conclude
 from cockpit.common.printable import is_printable, printable
-from cockpit.engine import readiness
-from cockpit.engine.core import parse_t
+import cockpit.engine.readiness as readiness
+from cockpit.engine.timebase import parse_t
 from cockpit.engine.snapshot import (
     CheckpointView,
     EventLine,
