@@ -51,9 +51,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(line)
             return EXIT_OK
     from cockpit.engine.snapshot import snapshot_json
+    from cockpit.fleet.open import open_engine
     from cockpit.headless.render_text import status_text
     from cockpit.headless.status_line import status_line
-    from cockpit.fleet.open import open_engine
     from cockpit.headless.status_log import compact_json
 
     if args.line:

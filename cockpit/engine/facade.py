@@ -36,9 +36,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import cockpit.engine.guards as guards
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import InputError
-import cockpit.engine.guards as guards
 from cockpit.engine.build import Observations, build_snapshot, progress_of
 from cockpit.engine.clockwatch import ClockJump
 from cockpit.engine.evidence import Evidence

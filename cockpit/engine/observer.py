@@ -166,7 +166,9 @@ class Observer:
         if self.gpu_sampler is not None:
             self.gpu = self.gpu_sampler.sample()
             warnings.extend(self._idle_warnings(state))
-            for event in self.gpu.events if journal_once is not None else ():
+            for event in self.gpu.events:
+                if journal_once is None:
+                    break  # read-only: nothing journaled
                 key = f"gpu:{event.kind}:{event.gpu}" + (
                     "" if event.kind == "gpu_lost" else f":{event.code}:{event.at}")
                 journal_once("warning", key, now, message=event.message, source="gpu",

@@ -246,5 +246,5 @@ def ancestor_run(supervisor: Supervisor, pid: int, runs: Mapping[int, str]) -> s
 
 
 __all__ = ["CallableClock", "Clock", "EventJournal", "GpuSource", "HostSource", "JournalView",
-           "PeerInfo", "PeerSource", "ProcessSupervisor", "Supervisor", "SystemClock", "ancestor_run", "as_clock",
-           "utc_now"]
+           "PeerInfo", "PeerSource", "ProcessSupervisor", "Supervisor", "SystemClock",
+           "ancestor_run", "as_clock", "utc_now"]

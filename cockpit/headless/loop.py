@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.common.printable import printable
-from cockpit.engine import Engine
 from cockpit.headless.status_log import (
     RotatingFile,
     compact_json,

@@ -213,7 +213,8 @@ def test_a_verification_claim_holds_while_its_owner_lives_and_its_limit_has_not_
         engine.tick()
         assert engine.verification.claim_holds(claim, clock.now())  # alive, inside its limit
         # The same pid with another start time: a reused pid, not the owner.
-        assert not engine.verification.claim_holds(dict(claim, owner_start=started - 1000), clock.now())
+        reused = dict(claim, owner_start=started - 1000)
+        assert not engine.verification.claim_holds(reused, clock.now())
         clock.step = timedelta(days=1)  # a wall-clock step does not age a claim
         assert engine.verification.claim_holds(claim, clock.now())
         clock.step = timedelta(0)
