@@ -19,6 +19,7 @@ from cockpit.common.printable import printable
 from cockpit.common.safe_json import loads_bounded
 from cockpit.engine.scope import Scope
 from cockpit.fleet.ssh import SshError, remote_cockpit, remote_limited, run_ssh
+from cockpit.journal.fields import event_problem
 from cockpit.journal.fold import CampaignState
 
 ACTION_TIMEOUT_S = 120.0  # a stop waits for its grace period there
@@ -46,6 +47,9 @@ def parse_written(machine: int, text: str) -> list[dict[str, Any]]:
                 or not isinstance(event.get("seq"), int) or isinstance(event.get("seq"), bool):
             raise ActionRefused(f"{where}: item {i} is not an event (an object with an "
                                 "integer seq and a kind)")
+        wrong = event_problem(event)  # the checks of every journal line read
+        if wrong is not None:
+            raise ActionRefused(f"{where}: event #{event['seq']}: {printable(wrong, 200)}")
         out.append({**event, "machine": machine})
     return out
 

@@ -29,6 +29,7 @@ def test_a_json_list_of_events_is_read_and_tagged_with_its_machine() -> None:
     ('{"seq": 3, "kind": "note"}', "is not a JSON list of events (a dict)"),
     ('[{"seq": "3", "kind": "note"}]', "item 0 is not an event"),
     ('[{"seq": 3}]', "item 0 is not an event"),
+    ('[{"seq": 3, "kind": "decision", "drops": 5}]', "event #3: field 'drops' is 5"),
     ("[" * 500 + "]" * 500, "is not JSON"),
 ])
 def test_an_answer_that_is_not_the_json_list_is_refused_with_where(answer: str,
