@@ -58,7 +58,6 @@ from cockpit.engine.ports import (
     Supervisor,
     as_clock,
 )
-from cockpit.engine.readiness import resource_holder, stage_status, unmet_after
 from cockpit.engine.recorder import Recorder
 from cockpit.engine.scope import Scope
 from cockpit.engine.snapshot import Snapshot
@@ -236,11 +235,9 @@ class Engine:
     def _export_facts(self) -> ExportFacts:
         exported = any(ev.get("kind") == "export_done" and ev.get("verified")
                        for ev in self.journal.events()[-200:])
-        return ExportFacts(exported, self.expected_export_bytes(), self.past.export_bytes)
-
-    def expected_export_bytes(self) -> int | None:
-        """The size an export would have now (the newest checkpoints and the rest)."""
-        return expected_export_bytes(self.campaign, self.observer.newest_sizes())
+        # The size an export would have now (the newest checkpoints and the rest).
+        expected = expected_export_bytes(self.campaign, self.observer.newest_sizes())
+        return ExportFacts(exported, expected, self.past.export_bytes)
 
     # ------------------------------------------------------------------ reading
     def state(self, now: datetime | None = None) -> CampaignState:
@@ -261,17 +258,6 @@ class Engine:
     def holding(self) -> bool:
         """Whether time-based actions wait for the clock to settle after a jump."""
         return self.time.holding()
-
-    def stage_status(self, state: CampaignState, stage: Any) -> str:
-        """pending stages refined: ready / needs-person / waiting / blocked."""
-        return stage_status(self.campaign, state, stage)
-
-    def unmet_after(self, state: CampaignState, stage: Any) -> list[str]:
-        """The stages in ``stage.after`` that have not ended (in plan order)."""
-        return unmet_after(self.campaign, state, stage)
-
-    def resource_holder(self, state: CampaignState, stage: Any) -> tuple[str, str] | None:
-        return resource_holder(self.campaign, state, stage)
 
     def until_done(self, state: CampaignState) -> ExitVerdict:
         """What ``headless --until-done`` does now (:func:`guards.until_done`)."""
