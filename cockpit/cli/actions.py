@@ -12,6 +12,7 @@ wrote; a refusal is one line and exit 1 (:func:`cockpit.cli.common.acting`).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -88,6 +89,9 @@ def add_action_commands(sub: Any) -> None:
     p.add_argument("amount")
     p.add_argument("--currency", default="USD")
     p.set_defaults(handler=cmd_cost)
+    for name in FLEET_ACTIONS:  # what `cockpit fleet` reads of an action on another machine
+        sub.choices[name].add_argument("--json", action="store_true",
+                                       help="print the events written as one JSON list")
 
 
 def action_parser() -> argparse.ArgumentParser:
@@ -101,27 +105,34 @@ def action_parser() -> argparse.ArgumentParser:
 
 
 def _engine(args: argparse.Namespace, **kwargs: Any) -> Any:
-    from cockpit.engine import Engine
+    from cockpit.fleet.open import open_engine
 
-    return Engine.open(args.file, telemetry=False, machine=machine_of(args), **kwargs)
+    return open_engine(args.file, telemetry=False, machine=machine_of(args), **kwargs)
 
 
-def _print_written(events: list[dict[str, Any]] | dict[str, Any]) -> None:
+def _print_written(events: list[dict[str, Any]] | dict[str, Any] | None,
+                   args: argparse.Namespace | None = None) -> None:
+    """The events written, a line each; with ``--json``, one JSON list (what `cockpit
+    fleet` reads of an action it ran here)."""
     from cockpit.engine import describe_event
 
-    for event in events if isinstance(events, list) else [events]:
+    written = events if isinstance(events, list) else [events] if events else []
+    if args is not None and getattr(args, "json", False):
+        print(json.dumps(written, default=str))
+        return
+    for event in written:
         print(f"journal #{event['seq']} {event['t']} {describe_event(event)}")
 
 
 @acting
 def cmd_start(args: argparse.Namespace) -> int:
-    _print_written(_engine(args, actor="cli").start(args.stage, force=args.force))
+    _print_written(_engine(args, actor="cli").start(args.stage, force=args.force), args)
     return EXIT_OK
 
 
 @acting
 def cmd_mark(args: argparse.Namespace) -> int:
-    _print_written(_engine(args, actor="cli").mark(args.stage, args.what, args.note))
+    _print_written(_engine(args, actor="cli").mark(args.stage, args.what, args.note), args)
     return EXIT_OK
 
 
@@ -129,13 +140,16 @@ def cmd_mark(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     engine = _engine(args, actor="cli")
     event = engine.stop(args.target, args.reason)
-    _print_written(event)
+    if not args.json:
+        _print_written(event)
     grace = engine.campaign.settings.stop_grace_s
-    if not engine.wait_stopped(event["run"], timeout=grace + 10):
+    stopped = engine.wait_stopped(event["run"], timeout=grace + 10)
+    after = [e for e in engine.journal.events() if e["seq"] > event["seq"]]
+    _print_written([event, *after] if args.json else after, args)
+    if not stopped:
         print(f"cockpit stop: run {event['run']} still alive after {grace + 10:g} s",
               file=sys.stderr)
         return 1
-    _print_written([e for e in engine.journal.events() if e["seq"] > event["seq"]])
     return EXIT_OK
 
 
@@ -159,37 +173,38 @@ def cmd_verify(args: argparse.Namespace) -> int:
 @acting
 def cmd_decide(args: argparse.Namespace) -> int:
     _print_written(_engine(args, actor="cli").decide(args.outcome, stage=args.stage,
-                                                     drops=args.drop, note=args.note))
+                                                     drops=args.drop, note=args.note), args)
     return EXIT_OK
 
 
 @acting
 def cmd_accept(args: argparse.Namespace) -> int:
     event = _engine(args, actor="cli").accept(args.run, args.note, override=args.override)
-    if event is None:
+    if event is None and not args.json:
         print(f"run {args.run} is already accepted: nothing written")
     else:
-        _print_written(event)
+        _print_written(event, args)
     return EXIT_OK
 
 
 @acting
 def cmd_reject(args: argparse.Namespace) -> int:
     event = _engine(args, actor="cli").reject(args.run, args.note)
-    if event is None:
+    if event is None and not args.json:
         print(f"run {args.run} is already rejected: nothing written")
     else:
-        _print_written(event)
+        _print_written(event, args)
     return EXIT_OK
 
 
 @acting
 def cmd_note(args: argparse.Namespace) -> int:
-    _print_written(_engine(args, actor="cli").note(args.stage, args.text))
+    _print_written(_engine(args, actor="cli").note(args.stage, args.text), args)
     return EXIT_OK
 
 
 @acting
 def cmd_cost(args: argparse.Namespace) -> int:
-    _print_written(_engine(args, actor="cli").cost(args.label, args.amount, args.currency))
+    _print_written(_engine(args, actor="cli").cost(args.label, args.amount, args.currency),
+                   args)
     return EXIT_OK

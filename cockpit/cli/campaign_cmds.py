@@ -51,8 +51,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if line is not None:
             print(line)
             return EXIT_OK
-    from cockpit.engine import Engine
     from cockpit.engine.snapshot import snapshot_json
+    from cockpit.fleet.open import open_engine
     from cockpit.headless.render_text import status_text
     from cockpit.headless.status_line import status_line
     from cockpit.headless.status_log import compact_json
@@ -60,7 +60,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     machine = None if fleet else machine_of(args)  # `cockpit fleet`: every machine a peer
     if args.line:
         # No long NVML init for a status bar: GPUs show as n/a unless simulated.
-        engine = Engine.open(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
+        engine = open_engine(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
                              telemetry=bool(args.simulate_gpus), machine=machine, fleet=fleet,
                              pull="once" if fleet else "cache")
         try:
@@ -68,7 +68,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         finally:
             engine.close()
         return EXIT_OK
-    engine = Engine.open(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
+    engine = open_engine(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
                          machine=machine, fleet=fleet)
     try:
         snap = engine.tick()
@@ -102,14 +102,15 @@ def _fleet_action(args: argparse.Namespace) -> int:
     from cockpit.cli.actions import FLEET_ACTIONS, action_parser
     from cockpit.common.errors import InputError
     from cockpit.common.printable import printable_block
-    from cockpit.engine import Engine, describe_event
+    from cockpit.engine import describe_event
+    from cockpit.fleet.open import open_engine
 
     words = list(args.action)
     if not words or words[0] not in FLEET_ACTIONS:
         raise InputError(f"cockpit fleet: the action must be one of {', '.join(FLEET_ACTIONS)}")
     # The action's own arguments, checked here as the command itself checks them.
     sub = action_parser().parse_args([words[0], args.file, *words[1:]])
-    engine = Engine.open(args.file, fleet=True, telemetry=False, pull="once")
+    engine = open_engine(args.file, fleet=True, telemetry=False, pull="once")
     try:
         what = words[0]
         if what == "start":

@@ -85,9 +85,9 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _run_headless(path: Path, args: argparse.Namespace) -> int:
-    from cockpit.engine import Engine
+    from cockpit.fleet.open import open_engine
 
-    engine = Engine.open(path, auto=True, actor="demo", simulate_gpus=args.simulate_gpus)
+    engine = open_engine(path, auto=True, actor="demo", simulate_gpus=args.simulate_gpus)
     deadline = time.monotonic() + args.timeout
     try:
         while True:
@@ -133,9 +133,9 @@ def failed_stage_logs(state: Any, lines: int = 15) -> str:
 
 def summary(path: Path) -> str:
     """The close in a few lines: runs, budget, export and how to verify it."""
-    from cockpit.engine import Engine
+    from cockpit.fleet.open import open_engine
 
-    engine = Engine.open(path, read_only=True, telemetry=False)
+    engine = open_engine(path, read_only=True, telemetry=False)
     snap = engine.tick()
     lines = ["", f"campaign {snap.campaign} closed:"]
     for run in snap.runs:

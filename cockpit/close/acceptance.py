@@ -373,7 +373,7 @@ def record_verdict(engine: Any, run_id: str, attempt: int | None, accepted: bool
     campaign: Campaign = engine.campaign
     spec = campaign.runs[run_id]
     with engine.journal.transaction() as txn:
-        current = engine._fold(txn.events, now).runs.get(run_id)
+        current = engine.fold_locked(txn.events, now).runs.get(run_id)
         if current is None or current.verdict is not None or current.attempt != attempt:
             return None
         kind = "result_accepted" if accepted else "result_rejected"

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import cockpit.engine.readiness as readiness
 from cockpit.campaign.model import Campaign, MetricCheck, StopRule
 from cockpit.close.budget import budget
 from cockpit.close.conclusion import conclude
 from cockpit.common.printable import is_printable, printable
-from cockpit.engine import readiness
-from cockpit.engine.core import parse_t
 from cockpit.engine.snapshot import (
     CheckpointView,
     EventLine,
@@ -30,6 +29,7 @@ from cockpit.engine.snapshot import (
     StageView,
     WindowView,
 )
+from cockpit.engine.timebase import parse_t
 from cockpit.journal.fold import DONE, NOT_STARTED, RUNNING, CampaignState, RunState
 from cockpit.journal.log import JournalProblem
 from cockpit.planning.deadline import closing_times, expected_export_bytes, retrieve_by

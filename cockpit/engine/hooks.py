@@ -17,10 +17,16 @@ import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cockpit.campaign.model import Hook
+from cockpit.campaign.model import Campaign, Hook
+from cockpit.engine.history import History
+from cockpit.engine.snapshot import EventLine
+from cockpit.engine.timebase import parse_t
+
+HOOK_MAX_AGE_S = 600.0  # history from before this cockpit watched: no burst of old alerts
 
 
 def hook_event_name(event: Mapping[str, Any], decision_points: set[str]) -> str | None:
@@ -93,3 +99,46 @@ class HookRunner:
                 failures.append(f"hook {item.hook.event} for event #{item.seq} exited {code}")
         self.running = still
         return failures
+
+
+class HookDispatcher:
+    """Runs the campaign's hooks for the events first seen in a tick: each once per
+    event, claimed under the journal lock (``hook_started``); a failure is a warning."""
+
+    def __init__(self, campaign: Campaign, history: History) -> None:
+        self.campaign = campaign
+        self.history = history
+        self.runner = HookRunner(campaign.folder)
+        self._deciders = {s.id for s in campaign.stages if s.decision_point}
+
+    def run(self, fresh: tuple[EventLine, ...], now: datetime) -> None:
+        hooks = self.campaign.hooks
+        if not hooks:
+            return
+        journal = self.history.journal
+        for failure in self.runner.poll():
+            journal.append("warning", now=now, source="hook", message=failure)
+        for line in fresh:
+            event = dict(line.fields)
+            if "machine" in event:
+                continue  # another machine's event: its own cockpit runs its hooks
+            name = hook_event_name(event, self._deciders)
+            if name is None or name not in hooks:
+                continue
+            if self.history.time.age_s(event.get("seq"), parse_t(event), now) > HOOK_MAX_AGE_S:
+                continue
+            self._launch(hooks[name], name, event, now)
+
+    def _launch(self, hook: Hook, name: str, event: dict[str, Any], now: datetime) -> None:
+        key = f"hook:{name}:{event.get('seq')}"
+        with self.history.journal.transaction() as txn:
+            if any(ev.get("key") == key for ev in txn.events):
+                return
+            try:
+                pid = self.runner.launch(hook, event, name)
+            except OSError as exc:
+                txn.append("warning", now=now, key=key, source="hook",
+                           message=f"hook {name} could not start: {exc}")
+                return
+            txn.append("hook_started", now=now, key=key, hook=name, pid=pid,
+                       for_seq=event.get("seq"))

@@ -1,8 +1,9 @@
 """The engine's edges as small Protocols, and the real implementations it uses by default.
 
 The engine reads time only through a :class:`Clock`, writes and reads the journal
-through :class:`EventJournal`, touches processes only through :class:`Supervisor`
-and reads the machine through the two samplers. Tests hand it fakes of these
+through :class:`EventJournal`, touches processes only through :class:`Supervisor`,
+reads the machine through the two samplers and the other machines' journals through
+a :class:`PeerSource`. Tests hand it fakes of these
 (a clock that moves when told, a supervisor that records the signals it was asked
 to send) and drive the guards in milliseconds; the real ones below are the defaults.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from typing import Any, Protocol, runtime_checkable
@@ -208,6 +209,34 @@ class HostSource(Protocol):
     def sample(self) -> HostInfo: ...
 
 
+# ---------------------------------------------------------------------- peers
+class PeerInfo(Protocol):
+    """What a face shows of another machine of the campaign (the fleet's ``PeerView``)."""
+
+    machine: int
+    ssh: str
+    reachable: bool | None
+    error: str | None
+    held_bytes: int
+    status: Mapping[str, Any] | None
+    notices: tuple[str, ...]
+
+    def age_s(self, now: float) -> float | None: ...
+
+
+class PeerSource(Protocol):
+    """The other machines' journals, as this cockpit holds them (D12). The engine knows
+    no fleet: whoever opens it (``cockpit.fleet.open``) hands it one of these."""
+
+    def events(self) -> list[list[dict[str, Any]]]:
+        """Each peer's events, tagged ``machine`` (the same list while a copy is unchanged)."""
+        ...
+
+    def views(self) -> Sequence[PeerInfo]: ...
+
+    def close(self) -> None: ...
+
+
 def ancestor_run(supervisor: Supervisor, pid: int, runs: Mapping[int, str]) -> str | None:
     """The run whose recorded pid is a parent of ``pid`` (a worker of a launcher)."""
     for parent in supervisor.ancestors(pid):
@@ -217,5 +246,5 @@ def ancestor_run(supervisor: Supervisor, pid: int, runs: Mapping[int, str]) -> s
 
 
 __all__ = ["CallableClock", "Clock", "EventJournal", "GpuSource", "HostSource", "JournalView",
-           "ProcessSupervisor", "Supervisor", "SystemClock", "ancestor_run", "as_clock",
-           "utc_now"]
+           "PeerInfo", "PeerSource", "ProcessSupervisor", "Supervisor", "SystemClock",
+           "ancestor_run", "as_clock", "utc_now"]

@@ -233,16 +233,6 @@ def remote_limited(command: str, seconds: float) -> str:
     return f"timeout -k 2 {max(1, int(seconds))} sh -c {shlex.quote(command)}"
 
 
-def close_master(machine: Machine) -> None:
-    """End the shared connection (``ssh -O exit``), e.g. when a cockpit quits."""
-    argv = ssh_argv(machine, "true")
-    argv = ["ssh", "-O", "exit", *argv[1:argv.index("-e")], machine.ssh]
-    try:
-        subprocess.run(argv, capture_output=True, timeout=5, check=False)
-    except (subprocess.TimeoutExpired, OSError):
-        pass
-
-
 def remote_cockpit(machine: Machine, args: Sequence[str]) -> str:
     """The command line that runs ``cockpit ARGS`` on ``machine`` with its own campaign
     file (the one place anything is changed on a peer: through its own cockpit)."""

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.common.printable import printable
-from cockpit.engine import Engine
 from cockpit.headless.status_log import (
     RotatingFile,
     compact_json,
@@ -95,7 +94,9 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
     refuse_linked_outputs(Path(args.status_log) if args.status_log else default_log,
                           Path(args.log) if args.log else None,
                           Path(args.prom) if args.prom else None)
-    engine = Engine.open(args.file, auto=args.auto, actor="headless",
+    from cockpit.fleet.open import open_engine
+
+    engine = open_engine(args.file, auto=args.auto, actor="headless",
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
                          fleet=fleet, pull="background")
     status_log = RotatingFile(Path(args.status_log) if args.status_log else default_log)

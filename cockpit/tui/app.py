@@ -851,7 +851,9 @@ def run_tui(args: argparse.Namespace, *,
     except ThemeMissing as exc:
         print(f"cockpit: {exc}", file=sys.stderr)
         return 2
-    engine = Engine.open(args.file, auto=bool(args.auto), actor="tui",
+    from cockpit.fleet.open import open_engine
+
+    engine = open_engine(args.file, auto=bool(args.auto), actor="tui",
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
                          fleet=bool(getattr(args, "fleet", False)), pull="background")
     app = CockpitApp(engine, interval=float(args.interval), theme=chosen.name, themes=themes,

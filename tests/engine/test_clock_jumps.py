@@ -211,14 +211,15 @@ def test_a_verification_claim_holds_while_its_owner_lives_and_its_limit_has_not_
                                       attempt=1, owner_pid=owner.pid, owner_start=started,
                                       limit_s=120.0)
         engine.tick()
-        assert engine._claim_holds(claim, clock.now())  # alive, inside its limit
+        assert engine.verification.claim_holds(claim, clock.now())  # alive, inside its limit
         # The same pid with another start time: a reused pid, not the owner.
-        assert not engine._claim_holds(dict(claim, owner_start=started - 1000), clock.now())
+        reused = dict(claim, owner_start=started - 1000)
+        assert not engine.verification.claim_holds(reused, clock.now())
         clock.step = timedelta(days=1)  # a wall-clock step does not age a claim
-        assert engine._claim_holds(claim, clock.now())
+        assert engine.verification.claim_holds(claim, clock.now())
         clock.step = timedelta(0)
         clock.advance(121)
-        assert not engine._claim_holds(claim, clock.now())  # its limit passed
+        assert not engine.verification.claim_holds(claim, clock.now())  # its limit passed
     finally:
         owner.kill()
         owner.wait()
@@ -226,4 +227,4 @@ def test_a_verification_claim_holds_while_its_owner_lives_and_its_limit_has_not_
                                  attempt=1, owner_pid=owner.pid, owner_start=started,
                                  limit_s=120.0)
     engine.tick()
-    assert not engine._claim_holds(dead, clock.now())  # its owner is gone
+    assert not engine.verification.claim_holds(dead, clock.now())  # its owner is gone

@@ -86,7 +86,7 @@ def running_campaign(tmp_path: Path) -> Engine:
     write_reports(engine, "wild-lr", 900, 3000, nan_at=700)
     clock[0] = NOW
     engine.tick(NOW)  # the NaN fires its rule; the stop is requested (fake: keeps running)
-    for stream in engine._streams.values():  # staleness by the fixed clock, not the wall's
+    for stream in engine.observer.streams.values():  # staleness by the fixed clock, not the wall's
         for reader in stream.readers:
             reader._clock = NOW.timestamp  # type: ignore[attr-defined]
             reader.last_record_at = NOW.timestamp()

@@ -1,0 +1,85 @@
+"""What a person runs to prove the results, now: a checkpoint reloaded in a fresh
+process (``verify``), a resume compared with the run it continues (``verify_resume``,
+D17), and the verified export (``export``, D19). Each waits for its process and
+journals its result when done (the tick's own background checks are
+:mod:`cockpit.engine.verification`'s).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from cockpit.campaign.model import Run
+from cockpit.common.errors import ActionRefused, InputError
+from cockpit.engine.history import History
+from cockpit.engine.scope import Scope
+from cockpit.runs.checkpoints.discovery import CheckpointInfo
+from cockpit.runs.checkpoints.verifier import (
+    checkpoint_step,
+    choose_checkpoint,
+    report_fields,
+    resume_equivalence,
+    verify_run_checkpoint,
+)
+
+
+class Evidence:
+    """Verify a checkpoint, verify a resume, export (see the module text)."""
+
+    def __init__(self, scope: Scope, history: History, *, actor: str) -> None:
+        self.scope = scope
+        self.campaign = scope.campaign
+        self.history = history
+        self.clock = history.time.clock
+        self.actor = actor
+
+    def _run(self, target: str) -> Run:
+        run = self.campaign.runs.get(target) or self.campaign.runs.get(
+            self.scope.run_of(target))
+        if run is None:
+            raise InputError(f"{self.campaign.path}: no run {target!r}")
+        self.scope.refuse_other_run(run.id, "verify")
+        return run
+
+    def verify(self, run_id: str, which: str = "newest",
+               now: datetime | None = None) -> dict[str, Any]:
+        """Reload a run's checkpoint in a fresh process now and journal the result."""
+        run = self._run(run_id)
+        chosen = choose_checkpoint(self.campaign, run, which,
+                                   (now or self.clock.now()).timestamp())
+        path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
+        report = verify_run_checkpoint(self.campaign, run, path)
+        attempt = self.history.state().runs[run.id].attempt
+        # Stamped when the reload has finished (it can take minutes).
+        return self.history.journal.append(
+            "checkpoint_verified", now=now or self.clock.now(), run=run.id, attempt=attempt,
+            auto=False, actor=self.actor, **report_fields(report))
+
+    def verify_resume(self, run_id: str, which: str = "first",
+                      now: datetime | None = None) -> dict[str, Any]:
+        """Resume equivalence (D17): restart from a checkpoint, compare the metric."""
+        run = self._run(run_id)
+        now = now or self.clock.now()
+        chosen = choose_checkpoint(self.campaign, run, which, now.timestamp())
+        path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
+        result = resume_equivalence(self.campaign, run, path, checkpoint_step(chosen), now)
+        return self.history.journal.append(
+            "resume_verified", now=self.clock.now(), run=run.id, ok=result.ok,
+            path=result.checkpoint, from_step=result.from_step, compared=result.compared,
+            diverged_step=result.diverged_step, message=result.message,
+            seconds=round(result.seconds, 3), actor=self.actor)
+
+    def export(self, now: datetime | None = None) -> dict[str, Any]:
+        """Write and verify the export now (the TUI's `e`); returns its export_done event."""
+        from cockpit.export import ExportError, export_campaign
+
+        now = now or self.clock.now()
+        try:
+            result = export_campaign(self.campaign, self.history.state(now), now=now,
+                                     history=self.history.events(now))
+        except ExportError as exc:
+            raise ActionRefused(str(exc)) from None
+        if result.event is None:
+            raise ActionRefused(f"export written to {result.bag_dir} but not journaled")
+        return result.event

@@ -1,0 +1,367 @@
+"""The engine's face: :class:`Engine`, a thin facade over the parts it holds.
+
+Each part has its dependencies given in its constructor and none inherits another:
+
+- ``past``         :class:`~cockpit.engine.history.History`: journal + peers, folded and
+                   cached; the one way every part writes the journal
+- ``time``         :class:`~cockpit.engine.timebase.Timebase`: the clock, jumps, ages
+- ``observer``     :class:`~cockpit.engine.observer.Observer`: metric streams, checkpoint
+                   scans, telemetry (the only part that polls)
+- ``exits``        :class:`~cockpit.engine.exits.ExitRecorder`: the stages that ended
+- ``verification`` :class:`~cockpit.engine.verification.Verification`: background reloads
+                   and acceptance verdicts
+- ``launcher``     :class:`~cockpit.engine.launcher.Launcher`: start, stop, the guards'
+                   intents carried out
+- ``recorder``     :class:`~cockpit.engine.recorder.Recorder`: verdicts, notes, costs,
+                   marks, decisions, the plan's record
+- ``evidence``     :class:`~cockpit.engine.evidence.Evidence`: verify, verify --resume,
+                   export
+- ``hooks``        :class:`~cockpit.engine.hooks.HookDispatcher`
+- ``actions``      what start/stop/mark/decide/accept/reject/note/cost go to: this
+                   machine's own (:class:`LocalActions`), or another's (the fleet hands
+                   its remote actions in)
+
+``tick(now)`` is the pipeline observe → fold → guards → act → snapshot; the guards
+(:mod:`cockpit.engine.guards`) are pure functions from the state and what was observed
+to intents. The state is folded once per step and again only after an act wrote the
+journal (the history's cache). The constructor reads no journal and starts no sampler:
+:meth:`Engine.open` does (every entry point calls it first; it runs once).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import cockpit.engine.guards as guards
+from cockpit.campaign.model import Campaign
+from cockpit.common.errors import InputError
+from cockpit.engine.build import Observations, build_snapshot, progress_of
+from cockpit.engine.clockwatch import ClockJump
+from cockpit.engine.evidence import Evidence
+from cockpit.engine.exits import ExitRecorder
+from cockpit.engine.guards import ExitVerdict, ExportFacts
+from cockpit.engine.history import History
+from cockpit.engine.hooks import HookDispatcher
+from cockpit.engine.launcher import Launcher
+from cockpit.engine.observer import Observer
+from cockpit.engine.ports import (
+    Clock,
+    EventJournal,
+    GpuSource,
+    HostSource,
+    PeerSource,
+    ProcessSupervisor,
+    Supervisor,
+    as_clock,
+)
+from cockpit.engine.recorder import Recorder
+from cockpit.engine.scope import Scope
+from cockpit.engine.snapshot import Snapshot
+from cockpit.engine.timebase import Timebase
+from cockpit.engine.verification import Verification
+from cockpit.journal.fold import RUNNING, CampaignState
+from cockpit.journal.log import Journal
+from cockpit.planning.deadline import expected_export_bytes
+from cockpit.telemetry import GpuSampler, HostSampler
+
+
+class Actions(Protocol):
+    """The actions a person takes on stages and runs (here, or on another machine)."""
+
+    def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
+              auto: bool = False) -> list[dict[str, Any]]: ...
+
+    def stop(self, target: str, reason: str, now: datetime | None = None,
+             rule: str = "manual") -> dict[str, Any]: ...
+
+    def mark(self, stage_id: str, what: str, note: str | None = None,
+             now: datetime | None = None) -> list[dict[str, Any]]: ...
+
+    def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
+               note: str, now: datetime | None = None) -> list[dict[str, Any]]: ...
+
+    def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
+               *, override: bool = False) -> dict[str, Any] | None: ...
+
+    def reject(self, run_id: str, note: str, now: datetime | None = None
+               ) -> dict[str, Any] | None: ...
+
+    def note(self, stage_id: str, text: str, now: datetime | None = None
+             ) -> dict[str, Any]: ...
+
+    def cost(self, label: str, amount: str, currency: str = "USD",
+             now: datetime | None = None) -> dict[str, Any]: ...
+
+
+class LocalActions:
+    """This machine's actions: starts and stops by the launcher, the rest recorded."""
+
+    def __init__(self, launcher: Launcher, recorder: Recorder) -> None:
+        self.start = launcher.start
+        self.stop = launcher.stop
+        self.mark = recorder.mark
+        self.decide = recorder.decide
+        self.accept = recorder.accept
+        self.reject = recorder.reject
+        self.note = recorder.note
+        self.cost = recorder.cost
+
+
+class Engine:
+    """The facade the faces and the CLI use: ``tick`` plus the actions."""
+
+    def __init__(self, campaign: Campaign, *, gpu_sampler: GpuSource | None = None,
+                 host_sampler: HostSource | None = None, auto: bool = False,
+                 read_only: bool = False, clock: Clock | Callable[[], datetime] | None = None,
+                 actor: str = "cockpit", journal: EventJournal | None = None,
+                 supervisor: Supervisor | None = None, machine: int | None = 1,
+                 peers: PeerSource | None = None, actions: Actions | None = None) -> None:
+        self.campaign = campaign
+        # Which machine this cockpit is (D12): it launches, stops and supervises only the
+        # stages of this machine. None: `cockpit fleet`, every machine is a peer.
+        self.machine = machine
+        self.auto = auto
+        self.read_only = read_only
+        self.actor = actor
+        self.clock: Clock = as_clock(clock)
+        self.journal: EventJournal = (journal if journal is not None
+                                      else Journal(campaign.state_dir / "journal.jsonl"))
+        self.supervisor: Supervisor = supervisor or ProcessSupervisor()
+        self.time = Timebase(self.clock)
+        scope = self.scope = Scope(campaign, machine)
+        past = self.past = History(campaign, self.journal, self.time, machine=machine,
+                                   peers=peers)
+        self.observer = Observer(scope, self.time, self.supervisor, gpu=gpu_sampler,
+                                 host=host_sampler)
+        self.exits = ExitRecorder(scope, past, self.supervisor)
+        self.verification = Verification(scope, past, self.observer, actor=actor)
+        self.launcher = Launcher(scope, past, self.supervisor, actor=actor)
+        self.recorder = Recorder(scope, past, actor=actor)
+        self.evidence = Evidence(scope, past, actor=actor)
+        self.hooks = HookDispatcher(campaign, past)
+        self.actions: Actions = actions or LocalActions(self.launcher, self.recorder)
+        self._opened = False
+
+    def open(self) -> Engine:
+        """Begin to watch: events journaled so far are history (a face announces only
+        what happens after), and the GPU sampler starts. Runs once; every entry point
+        calls it."""
+        if not self._opened:
+            self._opened = True
+            self.past.open()
+            self.observer.start()
+        return self
+
+    @property
+    def peers(self) -> PeerSource | None:
+        return self.past.peers
+
+    @property
+    def claim_grace_s(self) -> float:
+        """How long a launch claim waits for its process (monotonic seconds)."""
+        return self.launcher.claim_grace_s
+
+    @claim_grace_s.setter
+    def claim_grace_s(self, value: float) -> None:
+        self.launcher.claim_grace_s = value
+
+    # ------------------------------------------------------------------ the tick
+    def tick(self, now: datetime | None = None) -> Snapshot:
+        """One step: observe → fold → guards → act → snapshot."""
+        self.open()
+        jump = None
+        if now is None:
+            now, jump = self.time.read_clock()  # the steady time while a clock jump holds
+        state = self.past.state(now)
+        if self.read_only:
+            self.observer.poll(state, now)
+            self.observer.sample_telemetry(state, now, None)
+        else:
+            state = self._step(state, jump, now)
+        self.past.announce(now)
+        return self._snapshot(self.past.state(now), now)
+
+    def _step(self, state: CampaignState, jump: ClockJump | None,
+              now: datetime) -> CampaignState:
+        """What a tick does that writes: each act refolds the state only when it wrote."""
+        if jump is not None:
+            self.recorder.record_clock_jump(jump, self.time.watch.settle_s, now)
+        self.recorder.record_plan_change(state, now)
+        self.launcher.reconcile_claims(state, now)  # launches whose record never landed
+        state = self.past.state(now)
+        # Rules before exits: a run's last lines (a truncation count, a final NaN) are
+        # judged while it still counts as running, even if it has just exited.
+        seen = self.observer.observe(state, now, self.verification.verifying)
+        act = self.launcher.carry_out
+        act(guards.rule_firings(self.campaign, state, seen, holding=self.holding()), now)
+        self.exits.record(self.past.state(now), now)
+        state = self.past.state(now)
+        act(guards.blind_rules(self.campaign, state, seen, self.past.keys), now)
+        self.verification.judge_runs(now)  # acceptance when a run ends (reloads: background)
+        self.verification.auto_verify(self.past.state(now), now)
+        state = self.past.state(now)
+        act(guards.stops_to_escalate(state, self.observer.stop_ages(state, now),
+                                     self.campaign.settings.stop_grace_s), now)
+        if self.auto and not self.holding():
+            act(guards.auto_starts(self.campaign, self.past.state(now), self.machine), now)
+        if not self.holding():  # a clock that just jumped decides nothing on the window
+            state = self.past.state(now)
+            act(guards.deadline_guard(self.campaign, state, now, machine=self.machine,
+                                      progress=progress_of(self.campaign,
+                                                           self.observer.streams)[0],
+                                      export=self._export_facts()), now)
+        state = self.past.state(now)
+        self.observer.sample_telemetry(state, now, self.past.journal_once)
+        self.past.announce(now)
+        self.hooks.run(self.past.fresh, now)  # for the events first seen in this tick
+        return self.past.state(now)
+
+    def _snapshot(self, state: CampaignState, now: datetime) -> Snapshot:
+        obs = self.observer
+        return build_snapshot(self.campaign, state, Observations(
+            streams=obs.streams, checkpoints=obs.checkpoints, gpu=obs.gpu, host=obs.host,
+            telemetry_warnings=obs.warnings + self.time.hold_warning(),
+            gpu_memory=obs.gpu_memory_by_run(state),
+            journal_problems=tuple(self.journal.problems()), events=tuple(self.past.recent),
+            rules_hash=self.launcher.rules_hash, auto=self.auto,
+            new_events=self.past.take_fresh(),
+            decided_planned_s=self.recorder.decided_planned_s(state), machine=self.machine,
+            machines=self.past.machine_views(), export_bytes=self.past.export_bytes), now)
+
+    def _export_facts(self) -> ExportFacts:
+        exported = any(ev.get("kind") == "export_done" and ev.get("verified")
+                       for ev in self.journal.events()[-200:])
+        # The size an export would have now (the newest checkpoints and the rest).
+        expected = expected_export_bytes(self.campaign, self.observer.newest_sizes())
+        return ExportFacts(exported, expected, self.past.export_bytes)
+
+    # ------------------------------------------------------------------ reading
+    def state(self, now: datetime | None = None) -> CampaignState:
+        """The folded state (folded again only when a journal changed)."""
+        self.open()
+        return self.past.state(now)
+
+    def history(self, now: datetime | None = None) -> list[Mapping[str, Any]]:
+        """The events the state was folded from: this machine's and its peers', merged
+        and filtered (what ``budget``, ``export`` and ``next`` read)."""
+        self.open()
+        return self.past.events(now)
+
+    def fold_locked(self, own: list[dict[str, Any]], now: datetime) -> CampaignState:
+        """``fold`` over the own events read under the journal lock, with the peers'."""
+        return self.past.fold_locked(own, now)
+
+    def holding(self) -> bool:
+        """Whether time-based actions wait for the clock to settle after a jump."""
+        return self.time.holding()
+
+    def until_done(self, state: CampaignState) -> ExitVerdict:
+        """What ``headless --until-done`` does now (:func:`guards.until_done`)."""
+        return guards.until_done(self.campaign, state, auto=self.auto,
+                                 judging=bool(self.verification.judging))
+
+    def check_acceptance(self, run_id: str) -> tuple[bool, list[str]]:
+        """(passes, reasons): the run's acceptance checks evaluated now."""
+        self.open()
+        return self.recorder.check_acceptance(run_id)
+
+    # ------------------------------------------------------------------ actions
+    def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
+              auto: bool = False) -> list[dict[str, Any]]:
+        self.open()
+        return self.actions.start(stage_id, force=force, now=now, auto=auto)
+
+    def stop(self, target: str, reason: str, now: datetime | None = None,
+             rule: str = "manual") -> dict[str, Any]:
+        self.open()
+        return self.actions.stop(target, reason, now=now, rule=rule)
+
+    def mark(self, stage_id: str, what: str, note: str | None = None,
+             now: datetime | None = None) -> list[dict[str, Any]]:
+        self.open()
+        return self.actions.mark(stage_id, what, note, now=now)
+
+    def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
+               note: str, now: datetime | None = None) -> list[dict[str, Any]]:
+        self.open()
+        return self.actions.decide(outcome, stage=stage, drops=drops, note=note, now=now)
+
+    def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
+               *, override: bool = False) -> dict[str, Any] | None:
+        self.open()
+        return self.actions.accept(run_id, note, now=now, override=override)
+
+    def reject(self, run_id: str, note: str, now: datetime | None = None
+               ) -> dict[str, Any] | None:
+        self.open()
+        return self.actions.reject(run_id, note, now=now)
+
+    def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
+        self.open()
+        return self.actions.note(stage_id, text, now=now)
+
+    def cost(self, label: str, amount: str, currency: str = "USD",
+             now: datetime | None = None) -> dict[str, Any]:
+        self.open()
+        return self.actions.cost(label, amount, currency, now=now)
+
+    def verify(self, run_id: str, which: str = "newest",
+               now: datetime | None = None) -> dict[str, Any]:
+        self.open()
+        return self.evidence.verify(run_id, which, now=now)
+
+    def verify_resume(self, run_id: str, which: str = "first",
+                      now: datetime | None = None) -> dict[str, Any]:
+        self.open()
+        return self.evidence.verify_resume(run_id, which, now=now)
+
+    def export(self, now: datetime | None = None) -> dict[str, Any]:
+        self.open()
+        return self.evidence.export(now=now)
+
+    def wait_stopped(self, run_id: str, timeout: float, poll: float = 0.1) -> bool:
+        """Drive a stop to its end (grace, SIGKILL, journal) from a one-shot command."""
+        self.open()
+        deadline = self.clock.monotonic() + timeout
+        while self.clock.monotonic() < deadline:
+            now = self.clock.now()
+            self.exits.record(self.past.state(), now)
+            state = self.past.state()
+            self.launcher.carry_out(guards.stops_to_escalate(
+                state, self.observer.stop_ages(state, now),
+                self.campaign.settings.stop_grace_s), now)
+            run = self.past.state().runs.get(run_id)
+            if run is None or run.state != RUNNING:
+                return True
+            self.clock.sleep(poll)
+        return False
+
+    def close(self) -> None:
+        self.observer.close()
+        self.past.close()
+
+
+def machine_from_env() -> int:
+    """COCKPIT_MACHINE (a number from 1), or 1."""
+    raw = os.environ.get("COCKPIT_MACHINE", "").strip()
+    if not raw:
+        return 1
+    if not raw.isdigit() or int(raw) < 1:
+        raise InputError(f"COCKPIT_MACHINE={raw!r}: a machine is a number from 1")
+    return int(raw)
+
+
+def default_samplers(campaign: Campaign, simulate: int) -> tuple[GpuSampler, HostSampler]:
+    """The real GPU sampler (NVML, or ``simulate`` simulated GPUs) and the host's."""
+    from cockpit.telemetry.nvml.adapter import GpuSampler as _Gpu
+
+    paths = [campaign.folder]
+    for run in campaign.runs.values():
+        if run.checkpoints is not None:
+            paths.append(campaign.resolve(run.checkpoints))
+    return (_Gpu(simulate=simulate),
+            HostSampler([Path(p) for p in paths], campaign.settings.disk_warn_bytes))
