@@ -54,8 +54,7 @@ KNOWN_FACE = {
     "cockpit.tui.app -> cockpit.planning.schedule",
     "cockpit.tui.panels -> cockpit.planning.schedule",
 }
-KNOWN_CYCLES = {
-}
+KNOWN_CYCLES: set[str] = set()
 
 
 def breaches(found: list[str], known: set[str], what: str) -> str:
