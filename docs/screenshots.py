@@ -12,8 +12,9 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from cockpit.tui.app import CockpitApp
 from tests.tui_campaign import NOW, running_campaign
+
+from cockpit.tui.app import CockpitApp
 
 DOCS = Path(__file__).resolve().parent
 

@@ -33,7 +33,6 @@ from cockpit.close.conclusion import conclude_now, on_deadline
 from cockpit.common.errors import ActionRefused
 from cockpit.common.units import format_duration
 from cockpit.engine.actions import Acting
-from cockpit.engine.build import progress_of
 from cockpit.engine.core import ExitVerdict, parse_t
 from cockpit.engine.hooks import hook_event_name
 from cockpit.journal.fold import (
@@ -54,6 +53,7 @@ from cockpit.planning.deadline import (
 )
 from cockpit.planning.forecast import forecast
 from cockpit.runs.blind import declared_sources, stream_blind, watches_metric
+from cockpit.runs.metrics.progress import progress_of
 from cockpit.runs.rules import Firing, check_points, check_restart, check_stalled, step_interval
 
 HOOK_MAX_AGE_S = 600.0

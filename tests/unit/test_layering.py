@@ -46,9 +46,6 @@ KNOWN_UPWARD = {
     "cockpit.engine -> cockpit.fleet.peers",
     "cockpit.engine -> cockpit.fleet.remote",
     "cockpit.engine.core -> cockpit.fleet.peers",
-    "cockpit.export.report_md -> cockpit.engine.build",
-    "cockpit.planning.advice -> cockpit.close.conclusion",
-    "cockpit.planning.advice -> cockpit.runs.provenance",
     "cockpit.journal.read -> cockpit.fleet.peers",
     "cockpit.runs.env_record -> cockpit.engine.ports",
 }
