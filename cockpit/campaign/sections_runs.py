@@ -214,24 +214,7 @@ def _acceptance_check(check: Checker, run: Run, entry: Mapping[str, Any],
             check.err(where + (key,), f"unknown key {key!r} in a {kind} acceptance check "
                                       f"(allowed: {', '.join(allowed)})", key=True)
     if kind == "metric":
-        if not isinstance(entry["metric"], str) or not entry["metric"].strip():
-            check.err(where + ("metric",), "metric must be a metric name like val/accuracy")
-        bounds = [k for k in ("min", "max") if k in entry]
-        if not bounds:
-            check.err(where, "a metric check needs min and/or max")
-        for key in bounds:
-            value = entry[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
-                check.err(where + (key,), f"{key} must be a finite number")
-        if all(isinstance(entry.get(k), (int, float)) for k in ("min", "max")) \
-                and entry["min"] > entry["max"]:
-            check.err(where, "min is above max: no value could pass")
-        if len(check.problems) > before:
-            return None
-        low, high = entry.get("min"), entry.get("max")
-        return MetricCheck(str(entry["metric"]), None if low is None else float(low),
-                           None if high is None else float(high))
+        return _metric_check(check, entry, where, before)
     if kind == "predictions":
         what = entry["predictions"]
         if what not in PREDICTION_CHECKS:
@@ -253,6 +236,30 @@ def _acceptance_check(check: Checker, run: Run, entry: Mapping[str, Any],
         check.err(where, f"run {run.id!r} checks that its checkpoint reloads but names "
                          "no checkpoints folder")
     return None if len(check.problems) > before else CheckpointCheck()
+
+
+def _metric_check(check: Checker, entry: Mapping[str, Any], where: KeyPath,
+                  before: int) -> MetricCheck | None:
+    """``{metric: NAME, min: X, max: Y}`` (None when it has a problem; ``before``: the
+    problems counted before this check)."""
+    if not isinstance(entry["metric"], str) or not entry["metric"].strip():
+        check.err(where + ("metric",), "metric must be a metric name like val/accuracy")
+    bounds = [k for k in ("min", "max") if k in entry]
+    if not bounds:
+        check.err(where, "a metric check needs min and/or max")
+    for key in bounds:
+        value = entry[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            check.err(where + (key,), f"{key} must be a finite number")
+    if all(isinstance(entry.get(k), (int, float)) for k in ("min", "max")) \
+            and entry["min"] > entry["max"]:
+        check.err(where, "min is above max: no value could pass")
+    if len(check.problems) > before:
+        return None
+    low, high = entry.get("min"), entry.get("max")
+    return MetricCheck(str(entry["metric"]), None if low is None else float(low),
+                       None if high is None else float(high))
 
 
 # Every path a run names whose files go into the export, by its key in ``runs.ID``.
