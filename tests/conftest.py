@@ -33,3 +33,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.xdist_group("shared" if wide else item.nodeid
                                                         .split("::")[0]))
                 break
+    _slow_modules_first(items)
+
+
+def _slow_modules_first(items: list[pytest.Item]) -> None:
+    """The modules that hold a test marked slow go first, each module kept whole and in
+    its order: pytest-xdist hands out work in this order, so the long ones start while
+    the short ones fill the other processes, instead of one of them running alone at the
+    end (a long module run last is the suite's tail)."""
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    slow = {module(item) for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: module(item) not in slow)  # stable: order kept inside

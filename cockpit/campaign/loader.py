@@ -252,15 +252,7 @@ def _stages(check: Checker, value: Any, package: Package | None, folder: Path) -
                                       f"{seen[stage_id] + 1})")
             continue
         seen[stage_id] = i
-        seconds: float | None = None
-        if "hours" in entry and "duration" in entry:
-            check.err(path + ("duration",), "give hours or duration, not both")
-        elif "hours" in entry:
-            seconds = check.hours(entry["hours"], path + ("hours",), "hours")
-        elif "duration" in entry:
-            seconds = check.duration(entry["duration"], path + ("duration",), "duration")
-        else:
-            check.err(path, f"stage {stage_id!r} needs hours or duration")
+        seconds = _seconds(check, entry, path, stage_id)
         resources = _resources(check, entry.get("resource", "none"), path + ("resource",), gpus)
         category = entry.get("category", "essential")
         if category not in CATEGORIES:
@@ -279,15 +271,7 @@ def _stages(check: Checker, value: Any, package: Package | None, folder: Path) -
         if "cwd" in entry:
             raw = check.string(entry["cwd"], path + ("cwd",), "cwd")
             cwd = (folder / raw) if raw else None
-        env: tuple[tuple[str, str], ...] = ()
-        if "env" in entry:
-            if isinstance(entry["env"], dict) and all(
-                isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
-                for k, v in entry["env"].items()
-            ):
-                env = tuple((k, str(v)) for k, v in entry["env"].items())
-            else:
-                check.err(path + ("env",), "env must map names to texts or numbers")
+        env = _env(check, entry["env"], path + ("env",)) if "env" in entry else ()
         decision = check.boolean(entry.get("decision_point", False), path + ("decision_point",),
                                  "decision_point")
         if "note" in entry and not isinstance(entry["note"], str):
@@ -302,6 +286,31 @@ def _stages(check: Checker, value: Any, package: Package | None, folder: Path) -
         ))
     _check_after(check, stages, value)
     return with_pilot_roles(stages)  # D21: the pilot by position, before the runs read it
+
+
+def _seconds(check: Checker, entry: dict[str, Any], path: KeyPath,
+             stage_id: str) -> float | None:
+    """A stage's ``hours:`` or ``duration:`` in seconds (exactly one of them)."""
+    if "hours" in entry and "duration" in entry:
+        check.err(path + ("duration",), "give hours or duration, not both")
+    elif "hours" in entry:
+        return check.hours(entry["hours"], path + ("hours",), "hours")
+    elif "duration" in entry:
+        return check.duration(entry["duration"], path + ("duration",), "duration")
+    else:
+        check.err(path, f"stage {stage_id!r} needs hours or duration")
+    return None
+
+
+def _env(check: Checker, value: Any, path: KeyPath) -> tuple[tuple[str, str], ...]:
+    """A stage's ``env:``: names to texts or numbers."""
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
+        for k, v in value.items()
+    ):
+        return tuple((k, str(v)) for k, v in value.items())
+    check.err(path, "env must map names to texts or numbers")
+    return ()
 
 
 def _command(check: Checker, entry: dict[str, Any], path: KeyPath) -> tuple[Any, bool]:

@@ -169,7 +169,6 @@ def with_pilot_roles(stages: Iterable[Stage]) -> list[Stage]:
             for s in order]
 
 
-
 RUN_KINDS = ("train", "inference", "adapter")
 RULE_KINDS = ("non_finite", "threshold", "truncation", "restart", "stalled")
 # ``stalled`` rule defaults: no new step for STALL_FACTOR x the run's own median step
@@ -385,6 +384,25 @@ class Campaign:
         return next((s for s in self.stages if s.run == run_id), None)
 
 
+def question_variants(campaign: Campaign) -> tuple[str, ...]:
+    """The runs the conclusion compares: its ``variants:``, or else every run that
+    produces a result other than the baseline."""
+    spec = campaign.conclusion
+    if spec is None:
+        return ()
+    return spec.variants or tuple(r.id for r in campaign.runs.values()
+                                  if r.id != spec.baseline and r.produces_result)
+
+
+def model_module_file(folder: Path, spec: str) -> Path | None:
+    """The file of the campaign folder that a ``model: "module:function"`` names (None:
+    the module is not a file of the folder, e.g. an installed package's)."""
+    parts = spec.partition(":")[0].split(".")
+    base = folder.resolve().joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file() and candidate.resolve().is_relative_to(folder.resolve()):
+            return candidate.resolve()
+    return None
 
 
 def export_roots(folder: Path, outside: tuple[Path, ...] = ()) -> tuple[Path, ...]:

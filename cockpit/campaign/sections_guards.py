@@ -58,18 +58,7 @@ def read_stop_rules(check: Checker, value: Any, path: KeyPath) -> tuple[StopRule
         metric = entry.get("metric")
         if kind in ("non_finite", "threshold", "truncation") and not isinstance(metric, str):
             check.err(where, f"a {kind} rule needs metric")
-        bounds: dict[str, float | None] = {}
-        for key in ("min", "max"):
-            raw_bound = entry.get(key)
-            if raw_bound is not None and (isinstance(raw_bound, bool)
-                                          or not isinstance(raw_bound, (int, float))):
-                check.err(where + (key,), f"{key} must be a number")
-                raw_bound = None
-            bounds[key] = None if raw_bound is None else float(raw_bound)
-        if kind == "threshold" and bounds["min"] is None and bounds["max"] is None:
-            check.err(where, "a threshold rule needs min and/or max")
-        if kind == "truncation" and bounds["max"] is None:
-            bounds["max"] = 0.0
+        bounds = _bounds(check, kind, entry, where)
         max_age = None
         if kind == "restart":
             if "max_age" not in entry:
@@ -92,6 +81,24 @@ def read_stop_rules(check: Checker, value: Any, path: KeyPath) -> tuple[StopRule
                               factor=stall.get("factor", STALL_FACTOR),
                               floor_s=stall.get("floor_s", STALL_FLOOR_S)))
     return tuple(rules)
+
+
+def _bounds(check: Checker, kind: str, entry: dict[str, Any],
+            where: KeyPath) -> dict[str, float | None]:
+    """A rule's ``min`` and ``max`` (a threshold needs one; a truncation's max is 0)."""
+    bounds: dict[str, float | None] = {}
+    for key in ("min", "max"):
+        raw_bound = entry.get(key)
+        if raw_bound is not None and (isinstance(raw_bound, bool)
+                                      or not isinstance(raw_bound, (int, float))):
+            check.err(where + (key,), f"{key} must be a number")
+            raw_bound = None
+        bounds[key] = None if raw_bound is None else float(raw_bound)
+    if kind == "threshold" and bounds["min"] is None and bounds["max"] is None:
+        check.err(where, "a threshold rule needs min and/or max")
+    if kind == "truncation" and bounds["max"] is None:
+        bounds["max"] = 0.0
+    return bounds
 
 
 def _stall_limits(check: Checker, kind: str, entry: dict[str, Any],
@@ -166,18 +173,25 @@ def read_settings(check: Checker, value: Any, path: KeyPath) -> Settings:
             Path(p) for p in check.str_list(entry["export_outside"], path + ("export_outside",),
                                             "export_outside (folders the export may copy from)"))
     if "fetch" in entry:
-        fetch = check.mapping(entry["fetch"], path + ("fetch",), FETCH_KEYS, what="fetch")
-        if fetch is not None:
-            for key in ("host", "user"):
-                if key in fetch:
-                    values[f"fetch_{key}"] = check.string(fetch[key], path + ("fetch", key),
-                                                          f"fetch {key}")
-            if "port" in fetch:
-                port = check.integer(fetch["port"], path + ("fetch", "port"), "fetch port")
-                if port is not None and port > 65535:
-                    check.err(path + ("fetch", "port"), "fetch port must be 1..65535")
-                values["fetch_port"] = port if port is not None and port <= 65535 else None
+        values.update(_fetch(check, entry["fetch"], path + ("fetch",)))
     return Settings(**values)
+
+
+def _fetch(check: Checker, value: Any, path: KeyPath) -> dict[str, Any]:
+    """``settings.fetch``: where the export is fetched from (host, user, port)."""
+    values: dict[str, Any] = {}
+    fetch = check.mapping(value, path, FETCH_KEYS, what="fetch")
+    if fetch is None:
+        return values
+    for key in ("host", "user"):
+        if key in fetch:
+            values[f"fetch_{key}"] = check.string(fetch[key], path + (key,), f"fetch {key}")
+    if "port" in fetch:
+        port = check.integer(fetch["port"], path + ("port",), "fetch port")
+        if port is not None and port > 65535:
+            check.err(path + ("port",), "fetch port must be 1..65535")
+        values["fetch_port"] = port if port is not None and port <= 65535 else None
+    return values
 
 
 def read_hooks(check: Checker, value: Any, path: KeyPath) -> dict[str, Hook]:

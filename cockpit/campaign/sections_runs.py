@@ -72,103 +72,118 @@ def read_runs(check: Checker, value: Any, path: KeyPath, stages: list[Stage]) ->
             check.err(where, f"run id {run_id!r} is not valid", key=True)
             continue
         entry = check.mapping(raw if raw is not None else {}, where, RUN_KEYS, what="run")
-        if entry is None:
-            continue
-        kind = entry.get("kind", "train")
-        if kind not in RUN_KINDS:
-            check.err(where + ("kind",), f"run kind must be one of {', '.join(RUN_KINDS)}")
-            kind = "train"
-        metrics = [Path(p) for p in check.str_list(entry.get("metrics", []), where + ("metrics",),
-                                                   "metrics")]
-        outputs = [Path(p) for p in check.str_list(entry.get("outputs", []), where + ("outputs",),
-                                                   "outputs")]
-        params: dict[str, object] = {}
-        params_file = None
-        if "params" in entry:
-            if isinstance(entry["params"], dict):
-                params = dict(entry["params"])
-            elif isinstance(entry["params"], str):
-                params_file = Path(entry["params"])
-            else:
-                check.err(where + ("params",), "params must be a mapping or a file path")
-        if kind == "adapter":
-            for key in ("base_model", "base_revision"):
-                if not isinstance(entry.get(key), str) or not entry.get(key):
-                    check.err(where, f"an adapter run needs {key} (D23: keep the exact revision)")
-        tolerable = None
-        if "tolerable_loss" in entry:
-            tolerable = check.duration(entry["tolerable_loss"], where + ("tolerable_loss",),
-                                       "tolerable_loss")
-        verify = None
-        if "verify_command" in entry:
-            verify = _argv(check, entry["verify_command"], where + ("verify_command",),
-                           "verify_command")
-        resume = None
-        if "resume_check" in entry:
-            rc = check.mapping(entry["resume_check"], where + ("resume_check",), RESUME_KEYS,
-                               ("command", "steps"), what="resume_check")
-            if rc is not None:
-                argv = _argv(check, rc.get("command"), where + ("resume_check", "command"),
-                             "resume_check command")
-                steps = check.integer(rc.get("steps"), where + ("resume_check", "steps"), "steps")
-                tol = rc.get("tolerance", 0.0)
-                if isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0:
-                    check.err(where + ("resume_check", "tolerance"), "tolerance must be >= 0")
-                    tol = 0.0
-                metric = rc.get("metric", "loss")
-                if argv and steps:
-                    resume = ResumeCheck(argv, steps, str(metric), float(tol))
-        acceptance: list[Any] = entry.get("acceptance", [])
-        if not isinstance(acceptance, list) or not all(isinstance(a, dict) for a in acceptance):
-            check.err(where + ("acceptance",), "acceptance must be a list of checks")
-            acceptance = []
-        result = entry.get("result", run_id)
-        producer = next((s for s in stages if s.run == run_id), None)
-        produces = producer is None or producer.effective_role not in NO_RESULT_ROLES
-        if result is None or result == "none":
-            result, produces = run_id, False
-        elif not isinstance(result, str) or not NAME_ID.match(result):
-            check.err(where + ("result",), "result must be an id, or none (no result: "
-                      "a run that measures, checks or decides)")
-            result = run_id
-        elif "result" in entry:
-            produces = True  # a result id named outright is a result, whatever the role
-        for key in ("base_model", "base_revision", "pattern"):
-            if key in entry and not isinstance(entry[key], str):
-                check.err(where + (key,), f"{key} must be a text")
-        unsafe = check.boolean(entry.get("allow_unsafe_pickle", False),
-                               where + ("allow_unsafe_pickle",), "allow_unsafe_pickle")
-        model = entry.get("model")
-        if model is not None and (not isinstance(model, str) or not MODEL_SPEC.match(model)):
-            check.err(where + ("model",), "model must be \"module:function\": a function of "
-                      "the campaign's code that returns the model, given the run's params "
-                      "(e.g. \"common:make_model\")")
-            model = None
-        run = Run(
-            id=run_id, kind=kind, metrics=tuple(metrics),
-            checkpoints=_path(check, entry["checkpoints"], where + ("checkpoints",), "checkpoints")
-            if "checkpoints" in entry else None,
-            pattern=entry.get("pattern") if isinstance(entry.get("pattern"), str) else None,
-            predictions=_path(check, entry["predictions"], where + ("predictions",),
-                              "predictions") if "predictions" in entry else None,
-            outputs=tuple(outputs), params=params, params_file=params_file,
-            base_model=entry.get("base_model"), base_revision=entry.get("base_revision"),
-            result=result, produces_result=produces, tolerable_loss_s=tolerable,
-            verify_command=verify,
-            resume_check=resume, allow_unsafe_pickle=unsafe,
-            expected_ids=_path(check, entry["expected_ids"], where + ("expected_ids",),
-                               "expected_ids") if "expected_ids" in entry else None,
-            model=model,
-        )
-        # The checks need the run's files (predictions, expected_ids, checkpoints).
-        runs[run_id] = replace(run, acceptance=read_acceptance(
-            check, run, acceptance, where + ("acceptance",)))
+        if entry is not None:
+            runs[run_id] = _read_run(check, run_id, entry, where, stages)
     for stage in stages:
         if stage.run and stage.run not in runs:
             # A stage may name a run without describing it: it gets the defaults.
             runs[stage.run] = Run(id=stage.run,
                                   produces_result=stage.effective_role not in NO_RESULT_ROLES)
     return runs
+
+
+def _read_run(check: Checker, run_id: str, entry: dict[str, Any], where: KeyPath,
+              stages: list[Stage]) -> Run:
+    """One run's entry (its problems reported to ``check``, in the file's order)."""
+    kind = entry.get("kind", "train")
+    if kind not in RUN_KINDS:
+        check.err(where + ("kind",), f"run kind must be one of {', '.join(RUN_KINDS)}")
+        kind = "train"
+    metrics = [Path(p) for p in check.str_list(entry.get("metrics", []), where + ("metrics",),
+                                               "metrics")]
+    outputs = [Path(p) for p in check.str_list(entry.get("outputs", []), where + ("outputs",),
+                                               "outputs")]
+    params: dict[str, object] = {}
+    params_file = None
+    if "params" in entry:
+        if isinstance(entry["params"], dict):
+            params = dict(entry["params"])
+        elif isinstance(entry["params"], str):
+            params_file = Path(entry["params"])
+        else:
+            check.err(where + ("params",), "params must be a mapping or a file path")
+    if kind == "adapter":
+        for key in ("base_model", "base_revision"):
+            if not isinstance(entry.get(key), str) or not entry.get(key):
+                check.err(where, f"an adapter run needs {key} (D23: keep the exact revision)")
+    tolerable = None
+    if "tolerable_loss" in entry:
+        tolerable = check.duration(entry["tolerable_loss"], where + ("tolerable_loss",),
+                                   "tolerable_loss")
+    verify = None
+    if "verify_command" in entry:
+        verify = _argv(check, entry["verify_command"], where + ("verify_command",),
+                       "verify_command")
+    resume = _resume_check(check, entry["resume_check"], where + ("resume_check",)) \
+        if "resume_check" in entry else None
+    acceptance: list[Any] = entry.get("acceptance", [])
+    if not isinstance(acceptance, list) or not all(isinstance(a, dict) for a in acceptance):
+        check.err(where + ("acceptance",), "acceptance must be a list of checks")
+        acceptance = []
+    result, produces = _result(check, run_id, entry, where, stages)
+    for key in ("base_model", "base_revision", "pattern"):
+        if key in entry and not isinstance(entry[key], str):
+            check.err(where + (key,), f"{key} must be a text")
+    unsafe = check.boolean(entry.get("allow_unsafe_pickle", False),
+                           where + ("allow_unsafe_pickle",), "allow_unsafe_pickle")
+    model = entry.get("model")
+    if model is not None and (not isinstance(model, str) or not MODEL_SPEC.match(model)):
+        check.err(where + ("model",), "model must be \"module:function\": a function of "
+                  "the campaign's code that returns the model, given the run's params "
+                  "(e.g. \"common:make_model\")")
+        model = None
+    run = Run(
+        id=run_id, kind=kind, metrics=tuple(metrics),
+        checkpoints=_path(check, entry["checkpoints"], where + ("checkpoints",), "checkpoints")
+        if "checkpoints" in entry else None,
+        pattern=entry.get("pattern") if isinstance(entry.get("pattern"), str) else None,
+        predictions=_path(check, entry["predictions"], where + ("predictions",),
+                          "predictions") if "predictions" in entry else None,
+        outputs=tuple(outputs), params=params, params_file=params_file,
+        base_model=entry.get("base_model"), base_revision=entry.get("base_revision"),
+        result=result, produces_result=produces, tolerable_loss_s=tolerable,
+        verify_command=verify,
+        resume_check=resume, allow_unsafe_pickle=unsafe,
+        expected_ids=_path(check, entry["expected_ids"], where + ("expected_ids",),
+                           "expected_ids") if "expected_ids" in entry else None,
+        model=model,
+    )
+    # The checks need the run's files (predictions, expected_ids, checkpoints).
+    return replace(run, acceptance=read_acceptance(check, run, acceptance,
+                                                   where + ("acceptance",)))
+
+
+def _resume_check(check: Checker, value: Any, where: KeyPath) -> ResumeCheck | None:
+    """A run's ``resume_check:`` (None when it is not usable; the problem reported)."""
+    rc = check.mapping(value, where, RESUME_KEYS, ("command", "steps"), what="resume_check")
+    if rc is None:
+        return None
+    argv = _argv(check, rc.get("command"), where + ("command",), "resume_check command")
+    steps = check.integer(rc.get("steps"), where + ("steps",), "steps")
+    tol = rc.get("tolerance", 0.0)
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0:
+        check.err(where + ("tolerance",), "tolerance must be >= 0")
+        tol = 0.0
+    metric = rc.get("metric", "loss")
+    return ResumeCheck(argv, steps, str(metric), float(tol)) if argv and steps else None
+
+
+def _result(check: Checker, run_id: str, entry: dict[str, Any], where: KeyPath,
+            stages: list[Stage]) -> tuple[str, bool]:
+    """The run's result id and whether it produces one (a data check or a pilot does not,
+    unless its entry names a result outright; ``result: none``: never)."""
+    result = entry.get("result", run_id)
+    producer = next((s for s in stages if s.run == run_id), None)
+    produces = producer is None or producer.effective_role not in NO_RESULT_ROLES
+    if result is None or result == "none":
+        result, produces = run_id, False
+    elif not isinstance(result, str) or not NAME_ID.match(result):
+        check.err(where + ("result",), "result must be an id, or none (no result: "
+                  "a run that measures, checks or decides)")
+        result = run_id
+    elif "result" in entry:
+        produces = True  # a result id named outright is a result, whatever the role
+    return result, produces
 
 
 def read_acceptance(check: Checker, run: Run, entries: list[Any],
@@ -199,24 +214,7 @@ def _acceptance_check(check: Checker, run: Run, entry: Mapping[str, Any],
             check.err(where + (key,), f"unknown key {key!r} in a {kind} acceptance check "
                                       f"(allowed: {', '.join(allowed)})", key=True)
     if kind == "metric":
-        if not isinstance(entry["metric"], str) or not entry["metric"].strip():
-            check.err(where + ("metric",), "metric must be a metric name like val/accuracy")
-        bounds = [k for k in ("min", "max") if k in entry]
-        if not bounds:
-            check.err(where, "a metric check needs min and/or max")
-        for key in bounds:
-            value = entry[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
-                check.err(where + (key,), f"{key} must be a finite number")
-        if all(isinstance(entry.get(k), (int, float)) for k in ("min", "max")) \
-                and entry["min"] > entry["max"]:
-            check.err(where, "min is above max: no value could pass")
-        if len(check.problems) > before:
-            return None
-        low, high = entry.get("min"), entry.get("max")
-        return MetricCheck(str(entry["metric"]), None if low is None else float(low),
-                           None if high is None else float(high))
+        return _metric_check(check, entry, where, before)
     if kind == "predictions":
         what = entry["predictions"]
         if what not in PREDICTION_CHECKS:
@@ -238,6 +236,30 @@ def _acceptance_check(check: Checker, run: Run, entry: Mapping[str, Any],
         check.err(where, f"run {run.id!r} checks that its checkpoint reloads but names "
                          "no checkpoints folder")
     return None if len(check.problems) > before else CheckpointCheck()
+
+
+def _metric_check(check: Checker, entry: Mapping[str, Any], where: KeyPath,
+                  before: int) -> MetricCheck | None:
+    """``{metric: NAME, min: X, max: Y}`` (None when it has a problem; ``before``: the
+    problems counted before this check)."""
+    if not isinstance(entry["metric"], str) or not entry["metric"].strip():
+        check.err(where + ("metric",), "metric must be a metric name like val/accuracy")
+    bounds = [k for k in ("min", "max") if k in entry]
+    if not bounds:
+        check.err(where, "a metric check needs min and/or max")
+    for key in bounds:
+        value = entry[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            check.err(where + (key,), f"{key} must be a finite number")
+    if all(isinstance(entry.get(k), (int, float)) for k in ("min", "max")) \
+            and entry["min"] > entry["max"]:
+        check.err(where, "min is above max: no value could pass")
+    if len(check.problems) > before:
+        return None
+    low, high = entry.get("min"), entry.get("max")
+    return MetricCheck(str(entry["metric"]), None if low is None else float(low),
+                       None if high is None else float(high))
 
 
 # Every path a run names whose files go into the export, by its key in ``runs.ID``.

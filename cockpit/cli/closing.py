@@ -264,7 +264,7 @@ def cmd_next(args: argparse.Namespace) -> int:
                 isinstance(load, (int, float)) and isinstance(ev.get("run"), str):
             restore.setdefault(str(ev["run"]), []).append(float(load))
     costs = MeasuredCosts(save, {run: float(median(v)) for run, v in restore.items()})
-    from cockpit.engine.build import reported_progress
+    from cockpit.runs.metrics.progress import reported_progress
 
     # A stopped stage's time counts only scaled by the share of its steps it reached (D24).
     text = calibrate(decided, state, now, costs, reported_progress(decided, state))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from cockpit.campaign.model import Campaign, ConclusionSpec, DeadlineSpec
+from cockpit.campaign.model import Campaign, ConclusionSpec, question_variants
 from cockpit.journal.fold import DROPPED, FAILED, STOPPED, SUCCEEDED, CampaignState
 
 
@@ -53,10 +53,6 @@ class Conclusion:
 # Kept for their callers (engine, export, close commands): the model's fields, by name.
 def conclusion_spec(campaign: Campaign) -> ConclusionSpec | None:
     return campaign.conclusion
-
-
-def deadline_spec(campaign: Campaign) -> DeadlineSpec:
-    return campaign.deadline
 
 
 def on_deadline(campaign: Campaign) -> str:
@@ -201,33 +197,8 @@ def conclude(campaign: Campaign, state: CampaignState,
             text=f"the question cannot be closed: the baseline {base} reported no {metric}",
             closed=False, baseline=base, metric=metric,
             reasons=(f"baseline {base}: no {metric}",))
-    margin = _num(spec.margin)
-    comparisons: list[Comparison] = []
-    missing: list[_Judged] = []
-    dropped: list[_Judged] = []
-    for run_id in question_variants(campaign):
-        judged = _judge(state, run_id, metric, metric_values.get(run_id))
-        if judged.state in ("missing", "dropped"):
-            (missing if judged.state == "missing" else dropped).append(judged)
-            comparisons.append(Comparison(run_id, judged.value, None, False, False, judged.why))
-            continue
-        assert judged.value is not None
-        delta = _num(judged.value) - _num(base_value)
-        if spec.better == "lower":
-            delta = -delta
-        beats = delta > 0 and delta >= margin
-        compared = (f"{metric} {_fmt(judged.value)} vs {_fmt(base_value)}: "
-                    f"{'+' if delta >= 0 else ''}{_fmt(delta)} ({direction} is better)")
-        if judged.state == "rejected":
-            if beats:  # its acceptance floor is stricter than the question: no verdict
-                missing.append(_Judged(run_id, "missing", judged.value,
-                                       f"{judged.why}, yet {compared}"))
-                comparisons.append(Comparison(run_id, judged.value, float(delta), False,
-                                              False, missing[-1].why))
-                continue
-            compared = f"{judged.why}: {compared}"
-        comparisons.append(Comparison(run_id, judged.value, float(delta),
-                                      beats and judged.state == "accepted", True, compared))
+    comparisons, missing, dropped = _compare_with_baseline(campaign, spec, state,
+                                                           metric_values, base_value)
     counted = [c for c in comparisons if c.counted]
     winners = tuple(c.run for c in counted if c.beats)
     margin_text = _fmt(spec.margin)
@@ -262,14 +233,40 @@ def conclude(campaign: Campaign, state: CampaignState,
     return answer(text + tail, True)
 
 
-def question_variants(campaign: Campaign) -> tuple[str, ...]:
-    """The runs the conclusion compares: its ``variants:``, or else every run that
-    produces a result other than the baseline."""
-    spec = campaign.conclusion
-    if spec is None:
-        return ()
-    return spec.variants or tuple(r.id for r in campaign.runs.values()
-                                  if r.id != spec.baseline and r.produces_result)
+def _compare_with_baseline(campaign: Campaign, spec: ConclusionSpec, state: CampaignState,
+                           metric_values: dict[str, float], base_value: float
+                           ) -> tuple[list[Comparison], list[_Judged], list[_Judged]]:
+    """Each variant against the baseline's value: (comparisons, missing, dropped)."""
+    metric = spec.metric
+    direction = "higher" if spec.better == "higher" else "lower"
+    margin = _num(spec.margin)
+    comparisons: list[Comparison] = []
+    missing: list[_Judged] = []
+    dropped: list[_Judged] = []
+    for run_id in question_variants(campaign):
+        judged = _judge(state, run_id, metric, metric_values.get(run_id))
+        if judged.state in ("missing", "dropped"):
+            (missing if judged.state == "missing" else dropped).append(judged)
+            comparisons.append(Comparison(run_id, judged.value, None, False, False, judged.why))
+            continue
+        assert judged.value is not None
+        delta = _num(judged.value) - _num(base_value)
+        if spec.better == "lower":
+            delta = -delta
+        beats = delta > 0 and delta >= margin
+        compared = (f"{metric} {_fmt(judged.value)} vs {_fmt(base_value)}: "
+                    f"{'+' if delta >= 0 else ''}{_fmt(delta)} ({direction} is better)")
+        if judged.state == "rejected":
+            if beats:  # its acceptance floor is stricter than the question: no verdict
+                missing.append(_Judged(run_id, "missing", judged.value,
+                                       f"{judged.why}, yet {compared}"))
+                comparisons.append(Comparison(run_id, judged.value, float(delta), False,
+                                              False, missing[-1].why))
+                continue
+            compared = f"{judged.why}: {compared}"
+        comparisons.append(Comparison(run_id, judged.value, float(delta),
+                                      beats and judged.state == "accepted", True, compared))
+    return comparisons, missing, dropped
 
 
 def _reach_threshold(campaign: Campaign, spec: ConclusionSpec, state: CampaignState,

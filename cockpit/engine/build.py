@@ -44,6 +44,7 @@ from cockpit.runs.blind import (
     watches_metric,
 )
 from cockpit.runs.checkpoints.discovery import CheckpointScan, interval_advice
+from cockpit.runs.metrics.progress import progress_of
 from cockpit.runs.metrics.stream import MetricPoint, MetricStream
 from cockpit.runs.rules import span, stall_limit, step_interval
 from cockpit.telemetry import GpuReading, HostInfo
@@ -81,37 +82,6 @@ def _named(latest: Mapping[str, float]) -> dict[str, float]:
     """A run's latest values; its metric names come from the run (made printable)."""
     return {name if is_printable(name) else printable(name, 100): value
             for name, value in latest.items()}
-
-def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
-                ) -> tuple[dict[str, float], dict[str, int]]:
-    """Fraction done per running stage and max_steps per run, from the runs' reports."""
-    progress: dict[str, float] = {}
-    max_steps: dict[str, int] = {}
-    for run_id, stream in streams.items():
-        ms = stream.latest.get("max_steps")
-        stage = campaign.stage_of_run(run_id)
-        if ms and stream.latest_step is not None and stage is not None:
-            max_steps[run_id] = int(ms)
-            progress[stage.id] = min(max(stream.latest_step / ms, 0.0), 1.0)
-    return progress, max_steps
-
-
-def reported_progress(campaign: Campaign, state: CampaignState) -> dict[str, float]:
-    """Fraction done per started stage, read once from its run's files (its latest
-    step / max_steps): for the close (``next``, REPORT.md), where no engine polls."""
-    from cockpit.runs.checkpoints.verifier import run_stream
-    from cockpit.runs.metrics.tail import seed_from_tail
-
-    streams: dict[str, MetricStream] = {}
-    for run_id, run in state.runs.items():
-        if run.started_at is None or run_id not in campaign.runs:
-            continue
-        stream = run_stream(campaign, run_id)
-        seed_from_tail(stream, since=run.started_at.timestamp() - 1.0)
-        stream.poll()
-        streams[run_id] = stream
-    return progress_of(campaign, streams)[0]
-
 
 def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                    now: datetime) -> Snapshot:

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import cockpit.engine.guards as guards
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import InputError
-from cockpit.engine.build import Observations, build_snapshot, progress_of
+from cockpit.engine.build import Observations, build_snapshot
 from cockpit.engine.clockwatch import ClockJump
 from cockpit.engine.evidence import Evidence
 from cockpit.engine.exits import ExitRecorder
@@ -66,6 +66,7 @@ from cockpit.engine.verification import Verification
 from cockpit.journal.fold import RUNNING, CampaignState
 from cockpit.journal.log import Journal
 from cockpit.planning.deadline import expected_export_bytes
+from cockpit.runs.metrics.progress import progress_of
 from cockpit.telemetry import GpuSampler, HostSampler
 
 

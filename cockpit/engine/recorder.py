@@ -301,7 +301,7 @@ class Recorder:
     def _refuse_last_variant(self, state: CampaignState, drops: tuple[str, ...]) -> None:
         """A limit that would drop the question's last variant is a revise (D4): the
         conclusion could no longer be answered. Bad input, located at the file."""
-        from cockpit.close.conclusion import question_variants
+        from cockpit.campaign.model import question_variants
 
         spec = self.campaign.conclusion
         variants = question_variants(self.campaign)

@@ -8,7 +8,7 @@ through the payload's one path rule (symlinks resolved, inside the campaign fold
 - a JSON-lines or CSV file, a ``trainer_state.json``: the file; an output folder: its
   ``trainer_state.json`` files (as before);
 - TensorBoard: the event files (one file, or those directly in the folder, in name
-  order: what :class:`~cockpit.runs.metrics.readers.TensorBoardReader` reads) into a
+  order: what :class:`~cockpit.runs.metrics.tensorboard.TensorBoardReader` reads) into a
   folder of their own, ``metrics/<name>/``, and their scalars as
   ``metrics/<name>.scalars.jsonl``, one line per point in the format of
   :mod:`cockpit.report` (``{"t": ..., "step": ..., "<tag>": value}``, NaN spelled
@@ -39,7 +39,7 @@ from typing import Any
 from cockpit.campaign.model import Campaign
 from cockpit.export.payload import Payload
 from cockpit.export.tar_limits import DEFAULT_LIMITS
-from cockpit.runs.metrics.readers import (
+from cockpit.runs.metrics.tensorboard import (
     TENSORBOARD_MISSING,
     TensorBoardReader,
     is_tensorboard_path,

@@ -20,11 +20,11 @@ from cockpit.close.budget import render_budget
 from cockpit.close.conclusion import Conclusion
 from cockpit.common.printable import printable, printable_block
 from cockpit.common.units import format_duration
-from cockpit.engine.build import reported_progress
 from cockpit.journal.fold import CampaignState
-from cockpit.journal.plan_record import decided_campaign, plan_changes
+from cockpit.journal.plan_record import PlanChange, decided_campaign, plan_changes
 from cockpit.planning.calibrate import estimates, uncertainties
 from cockpit.planning.schedule import plan_campaign
+from cockpit.runs.metrics.progress import reported_progress
 
 
 def _t(when: datetime | None) -> str:
@@ -53,8 +53,6 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
     pkg = campaign.package
     # Planned against realized is measured against the plan as decided (D24).
     decided = decided_campaign(campaign, events)
-    planned = _planned(decided)
-    decided_stages = {s.id: s for s in decided.stages}
     lines = [f"# Campaign {campaign.id}", "",
              f"**Question.** {campaign.question or '(no question stated)'}", "",
              f"**Conclusion.** {verdict.text}", "",
@@ -77,27 +75,7 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
               "| stage | category | planned | planned h | realized | observed h | deviation "
               "| state | notes and decisions |",
               "|---|---|---|---|---|---|---|---|---|"]
-    for stage in campaign.stages:
-        st = state.stages[stage.id]
-        p_start, p_end = planned.get(stage.id, (None, None))
-        stage = decided_stages.get(stage.id, stage)
-        observed = st.elapsed_s(now) if st.started_at else None
-        deviation = format_duration(observed - stage.seconds, signed=True) \
-            if observed is not None else "—"
-        extra = list(st.notes)
-        if st.reason:
-            extra.append(st.reason)
-        decision = state.decisions.get(stage.id)
-        if decision is not None:
-            drops = f", dropped {', '.join(decision.drops)}" if decision.drops else ""
-            extra.append(f"decision {decision.outcome}{drops}: {decision.note}")
-        realized = f"{_t(st.started_at)} – {_t(st.ended_at) if st.ended_at else 'running'}" \
-            if st.started_at else "—"
-        lines.append(
-            f"| {stage.id} | {stage.category} | {_t(p_start)} – {_t(p_end)} | "
-            f"{stage.hours:.2f} | {realized} | "
-            f"{'—' if observed is None else f'{observed / 3600:.2f}'} | {deviation} | {st.state} "
-            f"| {_md('; '.join(extra)) or '—'} |")
+    lines += _stage_rows(campaign, decided, state, now)
     lines += ["", "## Runs", "", "| run | result | status | reason |", "|---|---|---|---|"]
     for run_id, entry in runs.items():
         lines.append(f"| {run_id} | {entry['result']} | {entry['status']} | "
@@ -118,6 +96,45 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
             mark = "beats" if c.beats else ("does not beat" if c.counted else "not counted")
             lines.append(f"- {c.run}: {mark} — {c.why}")
         lines.append("")
+    lines += _next_campaign(decided, state, now) + _changes(changes)
+    # Notes, reasons, labels and names are journal and run text: the report is made
+    # printable as a whole (newlines and tabs kept), so `cat REPORT.md` is safe.
+    return printable_block("\n".join(lines).rstrip() + "\n", REPORT_LIMIT)
+
+
+def _stage_rows(campaign: Campaign, decided: Campaign, state: CampaignState,
+                now: datetime) -> list[str]:
+    """The planned-against-realized table's rows: one per stage, planned as decided."""
+    rows = []
+    planned = _planned(decided)
+    decided_stages = {s.id: s for s in decided.stages}
+    for stage in campaign.stages:
+        st = state.stages[stage.id]
+        p_start, p_end = planned.get(stage.id, (None, None))
+        stage = decided_stages.get(stage.id, stage)
+        observed = st.elapsed_s(now) if st.started_at else None
+        deviation = format_duration(observed - stage.seconds, signed=True) \
+            if observed is not None else "—"
+        extra = list(st.notes)
+        if st.reason:
+            extra.append(st.reason)
+        decision = state.decisions.get(stage.id)
+        if decision is not None:
+            drops = f", dropped {', '.join(decision.drops)}" if decision.drops else ""
+            extra.append(f"decision {decision.outcome}{drops}: {decision.note}")
+        realized = f"{_t(st.started_at)} – {_t(st.ended_at) if st.ended_at else 'running'}" \
+            if st.started_at else "—"
+        rows.append(
+            f"| {stage.id} | {stage.category} | {_t(p_start)} – {_t(p_end)} | "
+            f"{stage.hours:.2f} | {realized} | "
+            f"{'—' if observed is None else f'{observed / 3600:.2f}'} | {deviation} | {st.state} "
+            f"| {_md('; '.join(extra)) or '—'} |")
+    return rows
+
+
+def _next_campaign(decided: Campaign, state: CampaignState, now: datetime) -> list[str]:
+    """The next campaign's estimates and the open uncertainties."""
+    lines: list[str] = []
     lines += ["## The next campaign", "",
               "A better estimate to start from (`cockpit next FILE` writes it as a campaign "
               "file):", "", "| stage | planned | next | from |", "|---|---|---|---|"]
@@ -127,15 +144,19 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
     open_points = uncertainties(decided, state)
     lines += ["", "Open uncertainties:" if open_points else "Open uncertainties: none recorded.",
               *[f"- {_md(point)}" for point in open_points], ""]
+    return lines
+
+
+def _changes(changes: Sequence[PlanChange]) -> list[str]:
+    """Each change to the plan after it was decided, with its diff."""
+    lines: list[str] = []
     if changes:
         lines += ["## Changes to the plan after it was decided", ""]
         for change in changes:
             lines += [f"### {_t(change.at)} UTC — sha256 `{change.sha256[:12]}`", ""]
             lines += (["```diff", change.diff.rstrip(), "```", ""] if change.diff
                       else ["(the journal holds only this version's hash)", ""])
-    # Notes, reasons, labels and names are journal and run text: the report is made
-    # printable as a whole (newlines and tabs kept), so `cat REPORT.md` is safe.
-    return printable_block("\n".join(lines).rstrip() + "\n", REPORT_LIMIT)
+    return lines
 
 
 def _stops(state: CampaignState) -> list[str]:

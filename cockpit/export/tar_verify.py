@@ -101,33 +101,13 @@ def members_check(tar: tarfile.TarFile, limits: TarLimits = DEFAULT_LIMITS) -> C
     root = tops.pop()
     for member in members:
         count += 1
-        parts = member.name.split("/")
-        norm = posixpath.normpath(member.name)
-        if member.name.startswith("/") or os.path.isabs(member.name) or "\0" in member.name:
-            fail(member, "an absolute path: tar -xf would write it outside the bag")
-            continue
-        if ".." in parts or norm.startswith(".."):
-            fail(member, "a path with '..': it would leave the bag's folder")
-            continue
-        if norm.split("/")[0] != root:
-            fail(member, f"lies outside the bag's folder {printable(root, 100)}/: tar -xf "
-                         "would write it beside the bag")
-            continue
-        if member.issparse():
-            fail(member, f"a sparse member declaring {_size(member.size)}: an export "
-                         "never writes one; not unpacked")
-            continue
-        if member.islnk():
-            if posixpath.normpath(member.linkname) not in files:
-                fail(member, "a hard link to something that is not a file of the bag")
-            continue
-        if member.isdir():
+        why = _refused(member, root, files)
+        if why is not None:
+            fail(member, why)
             continue
         if not member.isfile():
-            what = "a symbolic link" if member.issym() else "a device, FIFO or other " \
-                "special file"
-            fail(member, f"{what}: an export holds plain files and folders only")
-            continue
+            continue  # a folder, or a hard link to a file of the bag
+        norm = posixpath.normpath(member.name)
         files.add(norm)
         if member.size > limits.max_file_bytes:
             fail(member, f"declares {_size(member.size)}, over the "
@@ -144,6 +124,31 @@ def members_check(tar: tarfile.TarFile, limits: TarLimits = DEFAULT_LIMITS) -> C
     return Check(name, not failures, tuple(failures),
                  detail=f"{count:,} member(s) under {printable(root, 100)}/, "
                         f"{_size(total)}")
+
+
+def _refused(member: tarfile.TarInfo, root: str, files: set[str]) -> str | None:
+    """Why ``member`` may not be unpacked (None: a folder, a plain file or a hard link to
+    one of ``files``, the bag's files so far, under the bag's folder ``root``)."""
+    parts = member.name.split("/")
+    norm = posixpath.normpath(member.name)
+    if member.name.startswith("/") or os.path.isabs(member.name) or "\0" in member.name:
+        return "an absolute path: tar -xf would write it outside the bag"
+    if ".." in parts or norm.startswith(".."):
+        return "a path with '..': it would leave the bag's folder"
+    if norm.split("/")[0] != root:
+        return (f"lies outside the bag's folder {printable(root, 100)}/: tar -xf "
+                "would write it beside the bag")
+    if member.issparse():
+        return (f"a sparse member declaring {_size(member.size)}: an export "
+                "never writes one; not unpacked")
+    if member.islnk():
+        if posixpath.normpath(member.linkname) not in files:
+            return "a hard link to something that is not a file of the bag"
+        return None
+    if member.isdir() or member.isfile():
+        return None
+    what = "a symbolic link" if member.issym() else "a device, FIFO or other special file"
+    return f"{what}: an export holds plain files and folders only"
 
 
 def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:

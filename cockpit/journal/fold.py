@@ -25,7 +25,7 @@ from typing import Any
 from cockpit.campaign.model import Campaign
 from cockpit.common.printable import printable
 from cockpit.common.units import Money, other_cost
-from cockpit.journal.log import parse_time
+from cockpit.journal.format import parse_time
 
 # Stage states. "pending" has not started; the engine refines it into ready/blocked.
 PENDING, RUNNING, DONE, FAILED, STOPPED, SKIPPED, DROPPED = (

@@ -8,8 +8,7 @@ is no data check, ``resume-writing`` no resume check, ``uncontrolled-sweep`` no 
 
 from __future__ import annotations
 
-from cockpit.campaign.model import Campaign, Stage
-from cockpit.close.conclusion import question_variants
+from cockpit.campaign.model import Campaign, Stage, model_module_file, question_variants
 
 
 def role_of(stage: Stage) -> str | None:
@@ -81,8 +80,6 @@ def plan_warnings(campaign: Campaign) -> list[str]:
 def _model_warnings(campaign: Campaign) -> list[str]:
     """A run's ``model:`` whose module is not a file of the campaign folder: the bag's
     reload.py then needs it installed beside torch (it is not in the bag's code/)."""
-    from cockpit.runs.provenance import model_module_file
-
     return [f"run {run.id}: model {run.model!r}: module {run.model.partition(':')[0]!r} is "
             f"not one of the campaign's files (in {campaign.folder}); the export's reload.py "
             "will import it from the installed packages, not from the bag's code"

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cockpit.campaign.model import Campaign
+from cockpit.campaign.model import Campaign, model_module_file
 
 GIT_TIMEOUT_S = 20.0
 TORCH_TIMEOUT_S = 60.0
@@ -282,17 +282,6 @@ def compact_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list
         out.append(f"installed distributions changed ({before.get('count')} -> "
                    f"{after.get('count')} installed, other versions)")
     return out
-
-
-def model_module_file(folder: Path, spec: str) -> Path | None:
-    """The file of the campaign folder that a ``model: "module:function"`` names (None:
-    the module is not a file of the folder, e.g. an installed package's)."""
-    parts = spec.partition(":")[0].split(".")
-    base = folder.resolve().joinpath(*parts)
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file() and candidate.resolve().is_relative_to(folder.resolve()):
-            return candidate.resolve()
-    return None
 
 
 def campaign_code(campaign: Campaign) -> list[Path]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cockpit.campaign.model import Campaign
 from cockpit.campaign.yamlread import KeyPath
-from cockpit.runs.metrics.readers import TENSORBOARD_INSTALL, is_tensorboard_path
+from cockpit.runs.metrics.tensorboard import TENSORBOARD_INSTALL, is_tensorboard_path
 
 # Folder names that hold TensorBoard event files by convention (Lightning, HF, Keras).
 TB_FOLDER_NAMES = frozenset({"tb", "tensorboard", "tb_logs", "tblogs", "lightning_logs"})

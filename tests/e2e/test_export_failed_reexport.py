@@ -12,6 +12,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from cockpit.cli.closing import add_close_commands
 from cockpit.export import export_campaign, verify_export
 from cockpit.journal.log import Journal
@@ -31,6 +33,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # three exports
 def test_failed_reexport_is_kept_beside_the_verified_one(tmp_path, capsys):
     campaign, _state = build_sample(tmp_path / "c", judge="journal")
     code, out = run(capsys, "export", str(campaign.path), "--no-reload")

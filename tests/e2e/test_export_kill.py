@@ -10,6 +10,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from cockpit.export import export_campaign, root_swap, verify_export
 from cockpit.journal.log import sha256_file
 from cockpit.runs import provenance
@@ -77,6 +79,7 @@ def _assert_sound(root: Path, previous_sha: str) -> str:
     return info["tar_sha256"]
 
 
+@pytest.mark.slow  # 22 exports, each killed
 def test_kill_9_at_random_points_never_leaves_a_bad_export(tmp_path, monkeypatch):
     # The environment (a fresh interpreter importing torch: seconds of CPU) is measured
     # once, for real, and reused by the 22 exports below: what is tried here is the

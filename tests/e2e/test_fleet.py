@@ -119,6 +119,7 @@ def last_status(file: Path) -> dict[str, Any]:
     return dict(json.loads(lines[-1]))
 
 
+@pytest.mark.slow  # two machines over sshd
 def test_two_machines_one_campaign(fleet: dict[str, Any]) -> None:
     fx = fleet
     m1, m2, laptop = fx["files"]

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psutil
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cockpit.campaign import load_campaign
@@ -42,6 +43,7 @@ def wait_for(predicate, timeout: float = 20.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # the quick sample to its close
 def test_quick_sample_headless_end_to_end(tmp_path: Path):
     folder = tmp_path / "quick"
     shutil.copytree(SAMPLES / "quick", folder)

@@ -187,6 +187,7 @@ FACES = ("echo of note", "echo of cost", "echo of stop", "status", "status after
          "verify-export DIR", "verify-export TAR")
 
 
+@pytest.mark.slow  # one hostile campaign played through every face (~20 s of CPU)
 @pytest.mark.parametrize("face", FACES)
 def test_face_shows_hostile_text_escaped(faces: dict[str, tuple[bytes, bool]],
                                          face: str) -> None:

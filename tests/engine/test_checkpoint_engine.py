@@ -56,6 +56,7 @@ def run_to_end(engine: Engine, run: str, timeout: float = 90):
     raise AssertionError(f"run {run} did not end")
 
 
+@pytest.mark.slow  # real training and a reload check
 def test_age_save_cost_and_first_checkpoint_verified_by_itself(tmp_path: Path):
     path = campaign(tmp_path / "c", [
         {"id": "pilot", "duration": "5m", "resource": "gpu", "run": "pilot",
@@ -83,6 +84,7 @@ def test_age_save_cost_and_first_checkpoint_verified_by_itself(tmp_path: Path):
     assert started and started[0]["path"] == verified[0]["path"]
 
 
+@pytest.mark.slow  # trains and resumes twice
 def test_resume_equivalence_passes_honest_run_and_names_the_step_for_forgotten_rng(
         tmp_path: Path):
     path = campaign(tmp_path / "c", [

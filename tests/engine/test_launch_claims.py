@@ -212,6 +212,7 @@ def test_a_claim_whose_process_lives_is_recorded_running_with_the_fake_superviso
 
 
 # ---------------------------------------------------------------- kill -9 during start
+@pytest.mark.slow  # many starts, each killed
 def test_kill_9_at_random_points_of_start_never_two_processes_never_a_lost_one(
         tmp_path: Path) -> None:
     rng = random.Random(14)

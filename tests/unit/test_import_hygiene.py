@@ -67,3 +67,29 @@ def test_the_plan_package_imports_no_run_code() -> None:
     assert "OUTSIDE []" in proc.stdout, proc.stdout
     for name in ("cockpit.runs", "cockpit.close.acceptance", "cockpit.engine"):
         assert f"'{name}" not in proc.stdout
+
+
+PLANNING_ALONE = """
+import sys
+import cockpit.planning.advice, cockpit.planning.calibrate, cockpit.planning.deadline
+import cockpit.planning.forecast, cockpit.planning.schedule
+print("LOADED", sorted(sys.modules))
+"""
+# What planning may pull in: the plan model, the pure fold, text and units. The journal
+# file (journal.log), runs, telemetry, the close and every face are I/O: never.
+PLANNING_MAY = ("cockpit.planning", "cockpit.campaign", "cockpit.common",
+                "cockpit.journal.fold", "cockpit.journal.format")
+IO_MODULES = ("subprocess", "socket", "fcntl", "threading", "psutil", "pynvml")
+
+
+def test_planning_imports_nothing_with_io() -> None:
+    proc = subprocess.run([sys.executable, "-c", PLANNING_ALONE], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    loaded = proc.stdout.split("LOADED", 1)[1]
+    names = [n.strip(" '[]\n") for n in loaded.split(",")]
+    ours = [n for n in names if n.startswith("cockpit.")
+            and n not in ("cockpit.journal",) and not n.startswith(PLANNING_MAY)]
+    assert ours == [], f"planning pulls in: {ours}"
+    assert "cockpit.planning.advice" in names and "cockpit.journal.fold" in names
+    assert [n for n in IO_MODULES if n in names] == []

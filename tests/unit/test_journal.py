@@ -292,6 +292,7 @@ _APPENDER = """
     """
 
 
+@pytest.mark.slow  # 20,000 fsynced appends
 def test_two_processes_appending_never_interleave_or_lose(tmp_path: Path) -> None:
     path = tmp_path / ".cockpit" / "journal.jsonl"
     n = 10_000

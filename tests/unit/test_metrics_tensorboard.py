@@ -11,13 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.runs.metrics.readers import (
-    TENSORBOARD_MISSING,
-    FolderReader,
-    TensorBoardReader,
-    open_reader,
-)
+from cockpit.runs.metrics.readers import FolderReader, open_reader
 from cockpit.runs.metrics.stream import MetricStream
+from cockpit.runs.metrics.tensorboard import TENSORBOARD_MISSING, TensorBoardReader
 
 
 def writer(folder: Path):  # type: ignore[no-untyped-def]

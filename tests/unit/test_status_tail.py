@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from cockpit.journal.log import Journal
 from cockpit.runs.metrics.stream import MetricStream
 from tests.helpers.campaigns import write_campaign
@@ -39,6 +41,7 @@ def big_metric_file(path: Path, size: int) -> int:
     return step
 
 
+@pytest.mark.slow  # a 20 MB metric file
 def test_status_json_shows_the_last_step_of_a_20_mb_metric_file(tmp_path: Path) -> None:
     path = write_campaign(tmp_path, [
         {"id": "train", "hours": 1, "resource": "gpu", "run": "r1"},
@@ -57,6 +60,7 @@ def test_status_json_shows_the_last_step_of_a_20_mb_metric_file(tmp_path: Path) 
     assert run["metrics"]["val/accuracy"] == round((last // 1000 * 1000) / 10**7, 6)
 
 
+@pytest.mark.slow  # a large metric file, read twice
 def test_a_seeded_stream_keeps_its_tail_values_while_the_rules_read_from_the_start(
         tmp_path: Path) -> None:
     from cockpit.runs.metrics.tail import seed_from_tail

@@ -21,7 +21,6 @@ class Advice:
     message: str | None  # plain words when current and advised are far apart
 
 
-
 def interval_advice(
     save_seconds: float,
     interval_seconds: float,
@@ -68,13 +67,11 @@ def interval_advice(
     return Advice(overhead, worst, optimum, advised, advised_overhead, message)
 
 
-
 def _round_interval(seconds: float) -> float:
     # Down to whole minutes (whole seconds under 10 minutes): a cap stays a cap.
     if seconds >= 600:
         return float(math.floor(seconds / 60) * 60)
     return float(max(1, math.floor(seconds)))
-
 
 
 def format_duration(seconds: float) -> str:

@@ -15,7 +15,6 @@ from pathlib import Path
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin")
 
 
-
 # Files that, together, make a folder an HF / accelerate / PEFT save.
 WEIGHT_FILES = (
     "model.safetensors",
@@ -27,21 +26,16 @@ WEIGHT_FILES = (
 )
 
 
-
 ACCELERATE_MARKERS = ("optimizer.bin",)
-
 
 
 HF_DIR = re.compile(r"^(?:tmp-)?checkpoint-(\d+)$")
 
 
-
 _ACCEL_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 
-
 _SHARD = re.compile(r"-\d+-of-\d+")
-
 
 
 _STEP_PATTERNS = (
@@ -52,9 +46,7 @@ _STEP_PATTERNS = (
 )
 
 
-
 _TRAILING = re.compile(r"(epoch[-_=]?)?(\d+)$", re.IGNORECASE)
-
 
 
 def step_from_name(name: str) -> int | None:
@@ -80,7 +72,6 @@ def step_from_name(name: str) -> int | None:
     return None
 
 
-
 def watched_folder_kind(folder: Path, listed: list[str]) -> str | None:
     """The watched folder is itself one save (an accelerate ``save_state`` target, a
     checkpoint-N folder watched directly) only when it holds optimizer state and no
@@ -98,7 +89,6 @@ def watched_folder_kind(folder: Path, listed: list[str]) -> str | None:
     return kind
 
 
-
 def folder_kind(name: str, inner: set[str]) -> str | None:
     """What kind of save a folder holding ``inner`` is, or None."""
     if "trainer_state.json" in inner or HF_DIR.match(name):
@@ -114,7 +104,6 @@ def folder_kind(name: str, inner: set[str]) -> str | None:
     if has_weights or _ACCEL_DIR.match(name):
         return "folder"
     return None
-
 
 
 def measure(path: Path, is_dir: bool) -> tuple[int, int]:

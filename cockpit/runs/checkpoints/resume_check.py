@@ -35,7 +35,6 @@ class ResumeResult:
     seconds: float
 
 
-
 def metric_by_step(paths: list[Path], metric: str) -> dict[int, float]:
     """Every value of ``metric`` by step in these files (the last one wins on repeats)."""
     stream = MetricStream(paths)
@@ -44,7 +43,6 @@ def metric_by_step(paths: list[Path], metric: str) -> dict[int, float]:
         if point.step is not None and metric in point.values:
             values[point.step] = float(point.values[metric])
     return values
-
 
 
 def resume_equivalence(campaign: Campaign, run: Run, checkpoint: Path,
@@ -101,7 +99,6 @@ def resume_equivalence(campaign: Campaign, run: Run, checkpoint: Path,
     return ResumeResult(True, str(checkpoint), from_step, compared, None,
                         f"{compared} steps of {spec.metric} match the original within "
                         f"{spec.tolerance:g}: the restart is exact", seconds)
-
 
 
 def _close(a: float, b: float, tolerance: float) -> bool:

@@ -1,11 +1,12 @@
 """The readers of metric files, one per format, each reading only what is new.
 
-This module owns ``MetricReader`` and its formats: JSON lines (``JsonlMetricsReader``,
-what :mod:`cockpit.report` writes), Lightning ``metrics.csv`` (``CsvMetricsReader``)
-Hugging Face ``trainer_state.json`` (``TrainerStateReader``) and TensorBoard event
-files (``TensorBoardReader``, through the optional ``tensorboard`` package:
-``cockpit[tensorboard]``), and ``open_reader`` that picks one by the file's name. The
-guarantees they share are listed in :mod:`cockpit.runs.metrics.stream`.
+This module owns the formats: JSON lines (``JsonlMetricsReader``, what
+:mod:`cockpit.report` writes), Lightning ``metrics.csv`` (``CsvMetricsReader``), Hugging
+Face ``trainer_state.json`` (``TrainerStateReader``), a folder that becomes one or the
+other (``FolderReader``), and ``open_reader`` that picks one by the file's name. Their
+base is :class:`~cockpit.runs.metrics.reader_base.MetricReader`; TensorBoard event files
+are read in :mod:`cockpit.runs.metrics.tensorboard`. The guarantees they share are
+listed in :mod:`cockpit.runs.metrics.stream`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import os
 import re
 import stat
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
+from cockpit.runs.metrics.reader_base import MetricReader
+from cockpit.runs.metrics.tensorboard import TensorBoardReader, is_tensorboard_path
 from cockpit.runs.metrics.values import (
     Clock,
     MetricPoint,
@@ -34,55 +36,9 @@ from cockpit.runs.metrics.values import (
 )
 
 _READ_LIMIT = 16 * 1024 * 1024  # per poll: a huge backlog is read over several ticks
-
-
 _MAX_LINE = 1024 * 1024  # a "line" longer than this without a newline is garbage
-
-
 _TAIL_CHECK = 64
-
-
 _LINE_SUFFIXES = frozenset({".jsonl", ".ndjson", ".json", ".log", ".txt"})
-
-
-class MetricReader(ABC):
-    """One metrics file; :meth:`poll` returns what is new since the last poll."""
-
-    def __init__(self, path: Path, clock: Clock = time.time) -> None:
-        self.path = Path(path)
-        self._clock = clock
-        self.exists = False
-        self.last_read_at: float | None = None  # last poll
-        self.last_change_at: float | None = None  # last poll that found the file changed
-        self.last_record_at: float | None = None  # last poll that found a new point/event
-        self.garbage = 0
-        self.last_garbage_line: int | None = None
-        self.last_garbage: str | None = None  # why the last garbage was garbage
-        self.resets = 0  # times the file was read again from the start
-        self.error: str | None = None  # why the file cannot be read right now
-
-    @abstractmethod
-    def poll(self) -> ReadBatch: ...
-
-    @property
-    def position(self) -> int | None:
-        """Bytes of the file read so far (None: a format read whole on each change)."""
-        return None
-
-    @property
-    def caught_up(self) -> bool:
-        """Whether the last poll read to the end (False: a backlog is read over ticks)."""
-        return True
-
-    def _count_garbage(self, line: int | None, why: str) -> None:
-        self.garbage += 1
-        self.last_garbage_line = line
-        self.last_garbage = why
-
-    def _finish(self, batch: ReadBatch, now: float) -> ReadBatch:
-        if batch.points or batch.events:
-            self.last_record_at = now
-        return batch
 
 
 class _LineReader(MetricReader):
@@ -431,158 +387,6 @@ class TrainerStateReader(MetricReader):
             step = to_step(state.get("global_step"))
             batch.points.append(new_point(step, {"max_steps": float(max_steps)}, None))
         return batch
-
-
-_TB_PREFIX = "events.out.tfevents."
-_TB_EVENTS_PER_POLL = 50_000  # a huge backlog is read over several ticks
-TENSORBOARD_INSTALL = "python3 -m pip install 'cockpit[tensorboard]'"
-TENSORBOARD_MISSING = ("reading TensorBoard event files needs the tensorboard package, "
-                       f"not installed: {TENSORBOARD_INSTALL}")
-
-
-def is_tensorboard_path(path: Path) -> bool:
-    """An ``events.out.tfevents.*`` file, or a folder holding some (Lightning's
-    ``lightning_logs/version_N``, the Hugging Face Trainer's ``runs/...``)."""
-    if path.name.startswith(_TB_PREFIX):
-        return True
-    try:
-        with os.scandir(path) as children:
-            return any(c.name.startswith(_TB_PREFIX) and c.is_file() for c in children)
-    except OSError:
-        return False
-
-
-class TensorBoardReader(MetricReader):
-    """TensorBoard event files: the scalars of each event become metric points at the
-    event's step and wall time (the tag is the metric's name: ``train/loss``).
-
-    ``path`` is one ``events.out.tfevents.*`` file or a folder whose event files (a
-    restarted writer adds one) are read in name order. Reading is incremental: the
-    ``tensorboard`` package's ``EventFileLoader`` keeps its offset and resumes a record
-    written half-way; at most ``_TB_EVENTS_PER_POLL`` events per poll. Without the
-    package, :attr:`error` says how to install it and nothing is read.
-    """
-
-    def __init__(self, path: Path, clock: Clock = time.time) -> None:
-        super().__init__(path, clock)
-        self._loaders: dict[str, Any] = {}  # file -> its EventFileLoader
-        self._pending: dict[str, Any] = {}  # file -> a Load() generator not yet drained
-        self._ids: dict[str, tuple[int, int]] = {}  # file -> (dev, inode) when opened
-        self._sizes: dict[str, int] = {}  # file -> size at its last read
-        self._last_steps: dict[str, int] = {}  # tag -> last step delivered (restarts)
-        self._modules: Any = None
-
-    def _load_modules(self) -> Any:
-        if self._modules is None:
-            try:
-                from tensorboard.backend.event_processing.event_file_loader import (
-                    EventFileLoader,
-                )
-                from tensorboard.util import tensor_util
-            except ImportError:
-                return None
-            self._modules = (EventFileLoader, tensor_util)
-        return self._modules
-
-    @property
-    def caught_up(self) -> bool:
-        return not self._pending
-
-    def _files(self) -> list[str]:
-        if self.path.name.startswith(_TB_PREFIX):
-            return [str(self.path)] if self.path.is_file() else []
-        if not self.path.is_dir():
-            return []
-        with os.scandir(self.path) as children:
-            return sorted(c.path for c in children
-                          if c.name.startswith(_TB_PREFIX) and c.is_file())
-
-    def poll(self) -> ReadBatch:
-        now = self._clock()
-        self.last_read_at = now
-        modules = self._load_modules()
-        if modules is None:
-            self.exists = self.path.exists()
-            if self.error != TENSORBOARD_MISSING:
-                self._count_garbage(None, TENSORBOARD_MISSING)
-            self.error = TENSORBOARD_MISSING
-            return ReadBatch()
-        loader_cls, tensor_util = modules
-        try:
-            files = self._files()
-        except OSError as exc:
-            self.error = f"cannot read {self.path}: {exc.strerror or exc}"
-            return ReadBatch()
-        self.exists, self.error = bool(files), None
-        batch = ReadBatch()
-        budget = _TB_EVENTS_PER_POLL
-        for name in files:
-            if budget <= 0:
-                break
-            try:
-                st = os.stat(name)
-            except OSError:
-                continue  # gone between listing and stat
-            ident = (st.st_dev, st.st_ino)
-            if name in self._loaders and (self._ids.get(name) != ident
-                                          or st.st_size < self._sizes.get(name, 0)):
-                # Replaced or truncated: read it again; steps already delivered are skipped.
-                self.resets += 1
-                self._loaders.pop(name, None)
-                self._pending.pop(name, None)
-            if name not in self._loaders:
-                try:
-                    self._loaders[name] = loader_cls(name)
-                except Exception as exc:  # noqa: BLE001 - a file the package cannot open
-                    self._count_garbage(None, f"{name}: {exc}")
-                    continue
-                self._ids[name] = ident
-            elif name not in self._pending and st.st_size == self._sizes.get(name):
-                continue  # unchanged since its last read
-            self._sizes[name] = st.st_size
-            self.last_change_at = now
-            events = self._pending.pop(name, None) or self._loaders[name].Load()
-            try:
-                for event in events:
-                    self._take_event(event, tensor_util, batch)
-                    budget -= 1
-                    if budget <= 0:
-                        self._pending[name] = events  # go on from here next poll
-                        break
-            except Exception as exc:  # noqa: BLE001 - a damaged record: counted, skipped
-                self._count_garbage(None, f"{name}: {exc}")
-        return self._finish(batch, now)
-
-    def read_all(self) -> Iterator[MetricPoint]:
-        """Every point the files hold now, poll after poll until nothing is left pending
-        (the export's full read of a copy that no longer grows)."""
-        while True:
-            yield from self.poll().points
-            if not self._pending:
-                return
-
-    def _take_event(self, event: Any, tensor_util: Any, batch: ReadBatch) -> None:
-        if not event.HasField("summary"):
-            return
-        step = int(event.step)
-        values: dict[str, float] = {}
-        for value in event.summary.value:
-            number: float | None = None
-            if value.HasField("simple_value"):
-                number = float(value.simple_value)
-            elif value.HasField("tensor"):
-                array = tensor_util.make_ndarray(value.tensor)
-                if array.size == 1 and array.dtype.kind in "fiub":
-                    number = float(array.reshape(()).item())
-            if number is None:
-                continue  # images, histograms, text: not a metric
-            last = self._last_steps.get(value.tag)
-            if self.resets and last is not None and step <= last:
-                continue  # delivered before the file was read again
-            values[value.tag] = number
-            self._last_steps[value.tag] = step if last is None else max(last, step)
-        if values:
-            batch.points.append(new_point(step, values, float(event.wall_time) or None))
 
 
 class FolderReader(TrainerStateReader):

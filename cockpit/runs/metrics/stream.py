@@ -45,10 +45,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cockpit.runs.metrics.reader_base import MetricReader
 from cockpit.runs.metrics.readers import (
     CsvMetricsReader,
     JsonlMetricsReader,
-    MetricReader,
     TrainerStateReader,
     open_reader,
 )

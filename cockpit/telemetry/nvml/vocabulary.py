@@ -36,7 +36,6 @@ SUPPORT_CODES = {
 }
 
 
-
 INIT_FIXES = {
     "NVML_ERROR_LIBRARY_NOT_FOUND": (
         "NVML library not found: install the NVIDIA driver (libnvidia-ml.so.1)"
@@ -52,7 +51,6 @@ INIT_FIXES = {
         "(video group) or the container's --gpus flag"
     ),
 }
-
 
 
 # Clock event ("throttle") reason bits, stable across NVML versions.
@@ -71,10 +69,8 @@ THROTTLE_WORDS: tuple[tuple[int, str], ...] = (
 )
 
 
-
 # Reasons that mean the hardware is protecting itself, not normal operation.
 ALARMING_THROTTLE = frozenset({"hw slowdown", "sw thermal", "hw thermal", "power brake"})
-
 
 
 XID_HINTS = {
@@ -95,32 +91,25 @@ XID_HINTS = {
 }
 
 
-
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
-
 
 
 EVENT_DBE = 0x2  # nvmlEventTypeDoubleBitEccError
 
 
-
 MAX_EVENTS_PER_TICK = 64
 
 
-
 LOST_FIX = "check `dmesg` for Xid messages; it usually needs a reboot"
-
 
 
 # (label recorded when missing, attribute on the module, args after the handle)
 Candidate = tuple[str, str, tuple[Any, ...]]
 
 
-
 def decode_throttle(mask: int) -> tuple[str, ...]:
     """Clock event reason bits as words, lowest bit first."""
     return tuple(word for bit, word in THROTTLE_WORDS if mask & bit)
-
 
 
 def load_pynvml() -> ModuleType:
@@ -130,7 +119,6 @@ def load_pynvml() -> ModuleType:
         import pynvml
     module: ModuleType = pynvml
     return module
-
 
 
 def simulate_count_from_env(cli_value: int | None) -> int:
@@ -149,7 +137,6 @@ def simulate_count_from_env(cli_value: int | None) -> int:
     if value < 0:
         raise ValueError(f"COCKPIT_SIMULATE_GPUS must be 0 or more, got {value}")
     return value
-
 
 
 def psutil_describe(pid: int) -> tuple[str | None, str | None, bool]:
@@ -172,11 +159,9 @@ def psutil_describe(pid: int) -> tuple[str | None, str | None, bool]:
     return user, command, True
 
 
-
 def nvml_text(value: Any) -> str:
     # nvidia-ml-py before 11.515 returned bytes for strings
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
 
 
 def handle_key(handle: Any) -> int:
@@ -187,17 +172,14 @@ def handle_key(handle: Any) -> int:
         return id(handle)
 
 
-
 class Lost(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
 
 
-
 class Never(Exception):
     """Stands in for exception classes a module does not have."""
-
 
 
 @dataclass
