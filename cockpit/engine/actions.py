@@ -428,7 +428,7 @@ class Acting(Recording):
         now = now or self.clock.now()
         try:
             result = export_campaign(self.campaign, self.state(now), now=now,
-                                     history=self.history(now))
+                                     history=self.history(now), journal=self.journal)
         except ExportError as exc:
             raise ActionRefused(str(exc)) from None
         if result.event is None:

@@ -42,6 +42,7 @@ from cockpit.journal.events import describe_event
 from cockpit.journal.fold import CampaignState, fold
 from cockpit.journal.log import Journal, parse_time
 from cockpit.journal.merge import merge_events
+from cockpit.journal.paths import CampaignFiles
 from cockpit.journal.read import history_of
 from cockpit.planning.deadline import export_size
 from cockpit.runs.checkpoints.discovery import CheckpointScan, CheckpointScanner
@@ -118,7 +119,7 @@ class EngineCore:
         self.peers = peers
         self._peer_seen: dict[int, int] = {}
         self.journal: EventJournal = (journal if journal is not None
-                                      else Journal(campaign.state_dir / "journal.jsonl"))
+                                      else Journal(CampaignFiles.of(campaign).journal))
         self.supervisor: Supervisor = supervisor if supervisor is not None \
             else ProcessSupervisor()
         self.gpu_sampler = gpu_sampler

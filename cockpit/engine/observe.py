@@ -248,8 +248,8 @@ class Observing(EngineCore):
         for key, value in self._verifier.check_results():
             self._judging.discard(key)
             judged: Judgement = value
-            record_verdict(self, str(key[0]), key[1], judged.ok, judged.reasons, now,
-                           judged.failed)
+            record_verdict(self.journal, self._fold, self.campaign, str(key[0]), key[1],
+                           judged.ok, judged.reasons, now, judged.failed)
         state = self.state(now)
         for run_id in awaiting_verdict(self.campaign, state):
             if not self._mine_run(run_id):
@@ -261,8 +261,8 @@ class Observing(EngineCore):
             spec = self.campaign.runs[run_id]
             if not has_slow_checks(spec):
                 judged = judge_run(self.campaign, state, run_id, now=now)
-                record_verdict(self, run_id, run.attempt, judged.ok, judged.reasons, now,
-                               judged.failed)
+                record_verdict(self.journal, self._fold, self.campaign, run_id, run.attempt,
+                               judged.ok, judged.reasons, now, judged.failed)
                 continue
 
             def check(run_id: str = run_id) -> Judgement:

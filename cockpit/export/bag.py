@@ -84,6 +84,8 @@ from cockpit.export.root_swap import (
 from cockpit.export.verifier import VerifyExportReport, verify_export
 from cockpit.journal.fold import NOT_STARTED, RUNNING, CampaignState, fold
 from cockpit.journal.log import Journal, format_time
+from cockpit.journal.paths import CampaignFiles
+from cockpit.journal.writer import Event, JournalWriter
 from cockpit.runs import provenance
 from cockpit.runs.checkpoints.discovery import CheckpointInfo
 from cockpit.runs.checkpoints.reload_check import verify_checkpoint
@@ -155,7 +157,7 @@ class ExportResult:
 
 
 def default_export_root(campaign: Campaign) -> Path:
-    return campaign.state_dir / "export" / campaign.id
+    return CampaignFiles.of(campaign).export_root(campaign.id)
 
 
 def _size(n: int) -> str:
@@ -180,7 +182,7 @@ def export_campaign(
     *,
     tar: bool = True,
     link: bool = True,
-    journal: bool = True,
+    journal: JournalWriter | bool = True,
     progress: Progress | None = None,
     verifier: Callable[..., Any] = verify_checkpoint,
     history: Sequence[Mapping[str, Any]] | None = None,
@@ -188,13 +190,16 @@ def export_campaign(
     """Write the export atomically, verify it (verify-export) and journal ``export_done``.
 
     ``history``: the events ``state`` was folded from (:mod:`cockpit.journal.read`: this
-    machine's and its peers', filtered by ownership); None: this machine's journal."""
+    machine's and its peers', filtered by ownership); None: this machine's journal.
+    ``journal``: the writer ``export_done`` goes through (the engine hands its own);
+    True: this campaign's journal; False: nothing is journaled."""
     if artifacts not in ARTIFACT_MODES:
         raise ValueError(f"artifacts must be one of {', '.join(ARTIFACT_MODES)}")
     now = now or datetime.now(timezone.utc)
     step = progress or (lambda _phase: None)
-    log = Journal(campaign.state_dir / "journal.jsonl")
-    events = [dict(ev) for ev in history] if history is not None else log.events()
+    log: JournalWriter = Journal(CampaignFiles.of(campaign).journal) \
+        if isinstance(journal, bool) else journal
+    events = list(history) if history is not None else log.events()
     if state is None:
         state = fold(campaign, events, now)
     root = Path(out_dir).resolve() if out_dir is not None else default_export_root(campaign)
@@ -230,7 +235,7 @@ def export_campaign(
             swap_in(tmp_root, root, step)
     finally:
         os.close(lock_fd)
-    if journal:
+    if journal is not False:
         extra: dict[str, Any] = {}
         if result.kept_failed is not None:
             extra = {"kept_failed": str(result.kept_failed), "current": str(result.current_bag)}
@@ -280,7 +285,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     environment_future = probe.submit(provenance.environment)
     probe.shutdown(wait=False)
     bag = tmp_root / campaign.id
-    cache = HashCache(campaign.state_dir / "export-hash-cache.json")
+    cache = HashCache(CampaignFiles.of(campaign).export_hash_cache)
     excluded = [campaign.state_dir, root, *root.parent.glob(f".{root.name}.*"),
                 *root.parent.glob(f"{root.name}.failed-*")]
     payload = Payload(bag, campaign, excluded, cache, link)
@@ -292,7 +297,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     payload.add_bytes(f"plan/{campaign.path.name}.sha256",
                       f"{plan.sha256}  {campaign.path.name}\n".encode())
     # The journal up to its last complete line (it may grow while we copy).
-    journal_path = campaign.state_dir / "journal.jsonl"
+    journal_path = CampaignFiles.of(campaign).journal
     if journal_path.is_file():
         raw = journal_path.read_bytes()
         raw = raw[: raw.rfind(b"\n") + 1]

@@ -32,7 +32,7 @@ from typing import Any
 
 from cockpit.common.safe_json import TooDeep, loads_bounded
 from cockpit.fleet.pull import MAX_LINE_BYTES
-from cockpit.journal.fields import event_problem
+from cockpit.journal.events import event_problem
 from cockpit.journal.format import JournalProblem
 
 log = logging.getLogger(__name__)

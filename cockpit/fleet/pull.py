@@ -44,6 +44,7 @@ from typing import Any
 from cockpit.campaign.model import Campaign, Machine
 from cockpit.common.printable import printable
 from cockpit.fleet.ssh import SshError, remote_limited, run_ssh
+from cockpit.journal.paths import CampaignFiles
 
 log = logging.getLogger(__name__)
 
@@ -180,11 +181,12 @@ class PeerCache:
 
     def __init__(self, campaign: Campaign, machine: Machine) -> None:
         self.machine = machine
-        self.folder = campaign.state_dir / "peers" / str(machine.number)
-        self.journal_path = self.folder / "journal.jsonl"
-        self.status_path = self.folder / "status.json"
-        self.state_path = self.folder / "state.json"
-        self.lock_path = self.folder / "pull.lock"
+        files = CampaignFiles.of(campaign).peer(machine.number)
+        self.folder = files.folder
+        self.journal_path = files.journal
+        self.status_path = files.status
+        self.state_path = files.state
+        self.lock_path = files.lock
         self.chunk = CHUNK_START  # adapted to the link by each full chunk's rate
 
     def load_state(self) -> PeerState:

@@ -56,11 +56,12 @@ def read_history(campaign: Campaign, machine: int | None, *, pull: str = "once",
     plan as decided (D24; its record is this machine's own)."""
     from cockpit.fleet.peers import PeerSet
     from cockpit.journal.log import Journal, JournalError
+    from cockpit.journal.paths import CampaignFiles
     from cockpit.journal.plan_record import decided_campaign
 
     now = now or datetime.now(timezone.utc)
     try:
-        own = Journal(campaign.state_dir / "journal.jsonl").events()
+        own = Journal(CampaignFiles.of(campaign).journal).events()
     except JournalError as exc:
         raise InputError(str(exc)) from None
     peer_events: list[list[dict[str, Any]]] = []

@@ -50,7 +50,6 @@ KNOWN_UPWARD = {
     "cockpit.planning.advice -> cockpit.close.conclusion",
     "cockpit.planning.advice -> cockpit.runs.provenance",
     "cockpit.journal.read -> cockpit.fleet.peers",
-    "cockpit.runs.env_record -> cockpit.engine.ports",
 }
 KNOWN_FACE = {
     "cockpit.tui.app -> cockpit.close.acceptance",
