@@ -36,6 +36,7 @@ from cockpit.journal.fold import (
     fold,
 )
 from cockpit.journal.log import JournalError
+from cockpit.journal.writer import Event
 from cockpit.runs.checkpoints.discovery import CheckpointInfo
 from cockpit.runs.checkpoints.verifier import (
     checkpoint_step,
@@ -60,7 +61,7 @@ from cockpit.runs.supervisor import (
 class Acting(Recording):
     def _request_stop(self, txn: JournalView, state: CampaignState, run_id: str, rule: str,
                       reason: str, now: datetime, value: Any = None,
-                      step: int | None = None) -> dict[str, Any] | None:
+                      step: int | None = None) -> Event | None:
         """Journal the stop request, then SIGTERM the run's recorded group."""
         run = state.runs[run_id]
         if run.stop is not None and run.attempt is not None:
@@ -75,7 +76,7 @@ class Acting(Recording):
     # ------------------------------------------------------------------ start & mark
 
     def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
-              auto: bool = False) -> list[dict[str, Any]]:
+              auto: bool = False) -> list[Event]:
         """Launch a stage's command detached and journal it (claimed under the lock).
 
         Claim before you act: ``stage_claimed`` is journaled (fsynced) before the launch,
@@ -132,7 +133,7 @@ class Acting(Recording):
                     f"stage {stage_id!r} still has a live process the cockpit launched (pid "
                     f"{pids}, {MARKER_ENV}={living[0].marker}) although the journal does not "
                     "show it running: never a second copy; stop or wait for it first")
-            written: list[dict[str, Any]] = []
+            written: list[Event] = []
             self._record_plan(txn, state, now)
             if stage.run:
                 written.extend(record_environment(txn, now))
@@ -169,7 +170,7 @@ class Acting(Recording):
 
     def _append_started(self, txn: JournalView, stage: Stage, claim: Mapping[str, Any],
                         launched: Launched, now: datetime,
-                        reconciled: bool = False) -> list[dict[str, Any]]:
+                        reconciled: bool = False) -> list[Event]:
         """stage_started (+ run_started) for a claimed launch, in the claim's transaction
         or, when that one could not write them, at the tick that found the process."""
         started = txn.append(
@@ -242,7 +243,7 @@ class Acting(Recording):
         return None
 
     def mark(self, stage_id: str, what: str, note: str | None = None,
-             now: datetime | None = None) -> list[dict[str, Any]]:
+             now: datetime | None = None) -> list[Event]:
         stage = self._stage(stage_id)
         now = now or self.clock.now()
         if what not in ("started", "done", "skipped"):
@@ -252,7 +253,7 @@ class Acting(Recording):
             state = self._fold(txn.events, now)
             st = state.stages[stage_id]
             self._record_plan(txn, state, now)
-            written: list[dict[str, Any]] = []
+            written: list[Event] = []
             if st.state == RUNNING and not st.manual:
                 raise ActionRefused(f"stage {stage_id!r} runs under the cockpit (pid {st.pid}): "
                                     "it finishes by itself, or `cockpit stop` it")
@@ -285,7 +286,7 @@ class Acting(Recording):
     # ------------------------------------------------------------------ stop
 
     def stop(self, target: str, reason: str, now: datetime | None = None,
-             rule: str = "manual") -> dict[str, Any]:
+             rule: str = "manual") -> Event:
         """Request a stop of a run (or the run of a stage): SIGTERM now, SIGKILL after grace."""
         now = now or self.clock.now()
         if not reason.strip():
@@ -316,7 +317,7 @@ class Acting(Recording):
     # ------------------------------------------------------------------ decisions & records
 
     def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
-               note: str, now: datetime | None = None) -> list[dict[str, Any]]:
+               note: str, now: datetime | None = None) -> list[Event]:
         now = now or self.clock.now()
         drops = tuple(drops)
         if outcome not in ("continue", "limit", "revise"):
@@ -388,7 +389,7 @@ class Acting(Recording):
                 "--note '...'")
 
     def verify(self, run_id: str, which: str = "newest",
-               now: datetime | None = None) -> dict[str, Any]:
+               now: datetime | None = None) -> Event:
         """Reload a run's checkpoint in a fresh process now and journal the result."""
         run = self.campaign.runs.get(run_id) or self.campaign.runs.get(self._run_of(run_id))
         if run is None:
@@ -405,7 +406,7 @@ class Acting(Recording):
                                    **report_fields(report))
 
     def verify_resume(self, run_id: str, which: str = "first",
-                      now: datetime | None = None) -> dict[str, Any]:
+                      now: datetime | None = None) -> Event:
         """Resume equivalence (D17): restart from a checkpoint, compare the metric."""
         run = self.campaign.runs.get(run_id) or self.campaign.runs.get(self._run_of(run_id))
         if run is None:
@@ -421,7 +422,7 @@ class Acting(Recording):
             diverged_step=result.diverged_step, message=result.message,
             seconds=round(result.seconds, 3), actor=self.actor)
 
-    def export(self, now: datetime | None = None) -> dict[str, Any]:
+    def export(self, now: datetime | None = None) -> Event:
         """Write and verify the export now (the TUI's `e`); returns its export_done event."""
         from cockpit.export import ExportError, export_campaign
 

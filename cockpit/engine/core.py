@@ -39,6 +39,7 @@ from cockpit.engine.ports import (
 from cockpit.engine.snapshot import EventLine, MachineView
 from cockpit.fleet.peers import PeerSet
 from cockpit.journal.events import describe_event
+from cockpit.journal.fields import Event
 from cockpit.journal.fold import CampaignState, fold
 from cockpit.journal.log import Journal, parse_time
 from cockpit.journal.merge import merge_events
@@ -144,7 +145,7 @@ class EngineCore:
         # run -> (attempt, last step seen, monotonic time it was first seen): stalled rules.
         self._step_seen: dict[str, tuple[Any, int | None, float]] = {}
         self._state: CampaignState | None = None
-        self._history: list[Mapping[str, Any]] = []
+        self._history: list[Event] = []
         # The real size of the newest export written (D19: retrieval at the transfer rate).
         self._export_bytes: int | None = None
         self._state_seq = -1
@@ -265,7 +266,7 @@ class EngineCore:
         if (pid, start) == self.owner:
             return ours
         return process_alive(pid, float(start) if isinstance(start, (int, float)) else None)
-    def history(self, now: datetime | None = None) -> list[Mapping[str, Any]]:
+    def history(self, now: datetime | None = None) -> list[Event]:
         """The events the state was folded from: this machine's and its peers', merged
         and filtered (what ``budget``, ``export`` and ``next`` read)."""
         self.state(now)
@@ -292,11 +293,11 @@ class EngineCore:
                 str(status["t"]) if "t" in status else None, v.notices))
         return tuple(out)
 
-    def _peer_events(self) -> list[list[dict[str, Any]]]:
+    def _peer_events(self) -> list[list[Event]]:
         return self.peers.events() if self.peers is not None else []
 
-    def _merge(self, own: list[dict[str, Any]],
-               peers: list[list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    def _merge(self, own: list[Event],
+               peers: list[list[Event]] | None = None) -> list[Event]:
         """The own journal's events with the peers' (tagged ``machine``), one history."""
         if peers is None:
             peers = self._peer_events()
@@ -304,7 +305,7 @@ class EngineCore:
             return own
         return merge_events(own, peers, self.machine or 0)
 
-    def _fold(self, own: list[dict[str, Any]], now: datetime) -> CampaignState:
+    def _fold(self, own: list[Event], now: datetime) -> CampaignState:
         """``fold`` over the own events (read under the lock) and the peers' copies."""
         return fold(self.campaign, self._merge(own), now, self.machine)
 

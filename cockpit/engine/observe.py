@@ -27,6 +27,7 @@ from cockpit.close.acceptance import (
 )
 from cockpit.engine.core import EngineCore, parse_t
 from cockpit.engine.ports import ancestor_run
+from cockpit.journal.fields import Event
 from cockpit.journal.fold import (
     DONE,
     FAILED,
@@ -202,13 +203,13 @@ class Observing(EngineCore):
         return float(self.campaign.settings.verify_timeout_s) + VERIFY_CLAIM_MARGIN_S
 
     @staticmethod
-    def _verify_claims(events: list[dict[str, Any]], run_id: str, attempt: Any,
-                       path: str) -> list[dict[str, Any]]:
+    def _verify_claims(events: list[Event], run_id: str, attempt: Any,
+                       path: str) -> list[Event]:
         return [ev for ev in events if ev.get("kind") == "verify_started"
                 and ev.get("run") == run_id and ev.get("attempt") == attempt
                 and ev.get("path") == path]
 
-    def _claim_holds(self, claim: dict[str, Any], now: datetime) -> bool:
+    def _claim_holds(self, claim: Event, now: datetime) -> bool:
         """A verification claim still stands: its owner lives and its limit has not passed
         (measured on the monotonic clock from when this cockpit first read it)."""
         limit = claim.get("limit_s")

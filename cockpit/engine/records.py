@@ -23,6 +23,7 @@ from cockpit.journal.fold import (
     RunState,
 )
 from cockpit.journal.plan_record import decided_campaign, pack
+from cockpit.journal.writer import Event
 
 
 class Recording(Observing):
@@ -55,7 +56,7 @@ class Recording(Observing):
                            path=str(self.campaign.path), text_z=pack(self.campaign.text))
 
     def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
-               *, override: bool = False) -> dict[str, Any] | None:
+               *, override: bool = False) -> Event | None:
         """Accept a run's result. Refused when its acceptance checks fail, unless
         ``override`` with a note (journaled as an override); None when already accepted."""
         now = now or self.clock.now()
@@ -92,7 +93,7 @@ class Recording(Observing):
                               result=spec.result_id, actor=self.actor, **fields)
 
     def reject(self, run_id: str, note: str, now: datetime | None = None
-               ) -> dict[str, Any] | None:
+               ) -> Event | None:
         """Reject a run's result (a later verdict replaces an earlier one); None when
         it is already rejected."""
         now = now or self.clock.now()
@@ -138,7 +139,7 @@ class Recording(Observing):
         if run.state not in (SUCCEEDED, FAILED):
             raise ActionRefused(f"run {run_id!r} has not run")
 
-    def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
+    def note(self, stage_id: str, text: str, now: datetime | None = None) -> Event:
         self._stage(stage_id)
         if not text.strip():
             raise InputError("note: the text is empty")
@@ -146,7 +147,7 @@ class Recording(Observing):
                                    text=text, actor=self.actor)
 
     def cost(self, label: str, amount: str, currency: str = "USD",
-             now: datetime | None = None) -> dict[str, Any]:
+             now: datetime | None = None) -> Event:
         try:
             money = other_cost(label, amount, currency)  # the same check as the fold's
         except ValueError as exc:

@@ -44,7 +44,7 @@ import platform
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -116,7 +116,7 @@ class ExportResult:
     fetch_notes: list[str] = field(default_factory=list)  # where from, the expected time
     warnings: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
-    event: dict[str, Any] | None = None
+    event: Event | None = None
     timings: dict[str, float] = field(default_factory=dict)
     # Set when this export failed verification and was kept beside the verified one,
     # which stays current (its bag folder and tar sha256).
@@ -185,7 +185,7 @@ def export_campaign(
     journal: JournalWriter | bool = True,
     progress: Progress | None = None,
     verifier: Callable[..., Any] = verify_checkpoint,
-    history: Sequence[Mapping[str, Any]] | None = None,
+    history: Sequence[Event] | None = None,
 ) -> ExportResult:
     """Write the export atomically, verify it (verify-export) and journal ``export_done``.
 
@@ -274,7 +274,7 @@ def _kept_beside(result: ExportResult, kept: Path, root: Path,
     return result
 
 
-def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]], root: Path,
+def _build(campaign: Campaign, state: CampaignState, events: list[Event], root: Path,
            tmp_root: Path, artifacts: str, now: datetime, verify_reload: bool, tar: bool,
            link: bool, step: Progress, verifier: Callable[..., Any]) -> ExportResult:
     timings: dict[str, float] = {}

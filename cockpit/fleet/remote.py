@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
 from cockpit.common.errors import ActionRefused
 from cockpit.engine import Engine
 from cockpit.fleet.ssh import SshError, remote_cockpit, remote_limited, run_ssh
+from cockpit.journal.fields import Event
 
 ACTION_TIMEOUT_S = 120.0  # a stop waits for its grace period there
 ACTION_OUTPUT_BYTES = 4 * 1024 * 1024  # what a remote cockpit command may print
@@ -24,7 +24,7 @@ WRITTEN = re.compile(r"journal #(\d+) (\S+) (.*)")
 class FleetEngine(Engine):
     """Every machine's stages, read from their journals; actions over SSH."""
 
-    def remote(self, machine: int, words: Sequence[str]) -> list[dict[str, Any]]:
+    def remote(self, machine: int, words: Sequence[str]) -> list[Event]:
         spec = self.campaign.machines.get(machine)
         if spec is None:
             raise ActionRefused(f"machine {machine} has no entry under machines:")
@@ -45,7 +45,7 @@ class FleetEngine(Engine):
             raise ActionRefused(f"on machine {machine}: {why or f'exit {done.code}'}")
         if self.peers is not None:
             self.peers.pull_now(timeout=10.0)  # show what it wrote on the next tick
-        out = []
+        out: list[Event] = []
         for line in text.splitlines():
             found = WRITTEN.match(line)
             if found:
@@ -64,22 +64,22 @@ class FleetEngine(Engine):
 
     # The actions, as the faces call them; each runs where its stage lives.
     def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
-              auto: bool = False) -> list[dict[str, Any]]:
+              auto: bool = False) -> list[Event]:
         return self.remote(self._owner(stage_id),
                            ["start", stage_id, *(["--force"] if force else [])])
 
     def stop(self, target: str, reason: str, now: datetime | None = None,
-             rule: str = "manual") -> dict[str, Any]:
+             rule: str = "manual") -> Event:
         written = self.remote(self._run_owner(target), ["stop", target, "--reason", reason])
         return written[0] if written else {"kind": "remote", "text": f"stop {target}"}
 
     def mark(self, stage_id: str, what: str, note: str | None = None,
-             now: datetime | None = None) -> list[dict[str, Any]]:
+             now: datetime | None = None) -> list[Event]:
         return self.remote(self._owner(stage_id),
                            ["mark", stage_id, what, *(["--note", note] if note else [])])
 
     def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
-               note: str, now: datetime | None = None) -> list[dict[str, Any]]:
+               note: str, now: datetime | None = None) -> list[Event]:
         if stage is None:
             pending = self.state().pending_decisions
             if not pending:
@@ -92,23 +92,23 @@ class FleetEngine(Engine):
         return self.remote(self._owner(stage), words)
 
     def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
-               *, override: bool = False) -> dict[str, Any] | None:
+               *, override: bool = False) -> Event | None:
         words = ["accept", run_id, *(["--note", note] if note else []),
                  *(["--override"] if override else [])]
         written = self.remote(self._run_owner(run_id), words)
         return written[0] if written else None
 
     def reject(self, run_id: str, note: str, now: datetime | None = None
-               ) -> dict[str, Any] | None:
+               ) -> Event | None:
         written = self.remote(self._run_owner(run_id), ["reject", run_id, "--note", note])
         return written[0] if written else None
 
-    def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
+    def note(self, stage_id: str, text: str, now: datetime | None = None) -> Event:
         written = self.remote(self._owner(stage_id), ["note", stage_id, text])
         return written[0] if written else {"kind": "remote", "text": f"note on {stage_id}"}
 
     def cost(self, label: str, amount: str, currency: str = "USD",
-             now: datetime | None = None) -> dict[str, Any]:
+             now: datetime | None = None) -> Event:
         written = self.remote(min(self.campaign.machines),
                               ["cost", label, amount, "--currency", currency])
         return written[0] if written else {"kind": "remote", "text": f"cost {label}"}

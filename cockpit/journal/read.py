@@ -11,14 +11,14 @@ I/O edge for the one-shot commands: the own journal, the peers' copies under
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import InputError
 from cockpit.journal.fold import CampaignState, fold_history
+from cockpit.journal.writer import Event
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class History:
 
     campaign: Campaign  # the plan folded over (the plan as decided for ``next``)
     state: CampaignState
-    events: list[Mapping[str, Any]]  # the events folded (a peer's tagged ``machine``)
-    own: list[dict[str, Any]]  # this machine's own journal, every event
+    events: list[Event]  # the events folded (a peer's tagged ``machine``)
+    own: list[Event]  # this machine's own journal, every event
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -37,9 +37,9 @@ class History:
                      if "not folded" in w)
 
 
-def history_of(campaign: Campaign, own: list[dict[str, Any]],
-               peers: Sequence[list[dict[str, Any]]], machine: int | None,
-               now: datetime) -> tuple[CampaignState, list[Mapping[str, Any]]]:
+def history_of(campaign: Campaign, own: list[Event],
+               peers: Sequence[list[Event]], machine: int | None,
+               now: datetime) -> tuple[CampaignState, list[Event]]:
     """Merge, filter by ownership, fold (pure)."""
     from cockpit.journal.merge import merge_events
 
@@ -64,7 +64,7 @@ def read_history(campaign: Campaign, machine: int | None, *, pull: str = "once",
         own = Journal(CampaignFiles.of(campaign).journal).events()
     except JournalError as exc:
         raise InputError(str(exc)) from None
-    peer_events: list[list[dict[str, Any]]] = []
+    peer_events: list[list[Event]] = []
     if campaign.machines and set(campaign.machines) - {machine}:
         peers = PeerSet(campaign, machine)
         try:
