@@ -67,8 +67,8 @@ SKIPS_KEPT = 100  # skipped lines remembered in state.json
 REMOTE_SCRIPT = r"""
 d=$1 ino=$2 off=$3 hl=$4 hh=$5 ss=$6 ch=$7 ml=$8
 cd -- "$d" 2>/dev/null || { echo "E no campaign folder"; exit 0; }
-j=.cockpit/journal.jsonl
-s=.cockpit/status.jsonl
+j=@JOURNAL@
+s=@STATUS@
 si=-
 if [ -f "$s" ]; then set -- $(stat -Lc '%i.%s.%Y' "$s"); si=$1; fi
 echo "S $si"
@@ -109,7 +109,8 @@ if [ "$go" = 1 ] && [ "$cs" -gt "$start" ]; then
 fi
 echo "D $start $c"
 if [ "$c" -gt 0 ]; then tail -c +$((start + 1)) "$j" | head -c "$c"; fi
-"""
+""".replace("@JOURNAL@", str(CampaignFiles.relative().journal)).replace(
+    "@STATUS@", str(CampaignFiles.relative().status_log))  # the peer's, from its folder
 
 
 def remote_pull_command(args: list[str], timeout: float = PULL_TIMEOUT_S) -> str:

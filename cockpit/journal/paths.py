@@ -63,6 +63,11 @@ class CampaignFiles:
         return cls(campaign.state_dir)
 
     @classmethod
+    def relative(cls) -> CampaignFiles:
+        """The paths relative to the campaign's folder (a peer's, in a remote script)."""
+        return cls(Path(STATE_DIR))
+
+    @classmethod
     def beside(cls, campaign_file: str | Path) -> CampaignFiles:
         """For a command that has the campaign file's path but has not loaded it."""
         return cls(Path(campaign_file).resolve().parent / STATE_DIR)
