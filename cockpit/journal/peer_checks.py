@@ -40,9 +40,14 @@ def peer_refusal(campaign: Campaign, ev: Event, stages: Mapping[str, Any],
             isinstance(stage_id, str) and stage_id in stages):
         return f"stage {stage_id} is not in the plan"
     st: Mapping[str, Any] = stages.get(stage_id, {}) if isinstance(stage_id, str) else {}
-    state = st.get("state", PENDING)
     run: Mapping[str, Any] = runs.get(run_id, {}) if isinstance(run_id, str) else {}
-    run_state = run.get("state", NOT_STARTED)
+    if kind == "decision":
+        return _decision_refusal(campaign, ev, st, stages, decisions)
+    return _stage_refusal(kind, ev, st) or _run_refusal(campaign, kind, ev, run)
+
+
+def _stage_refusal(kind: str, ev: Event, st: Mapping[str, Any]) -> str | None:
+    stage_id, state = ev.get("stage"), st.get("state", PENDING)
     if kind == "stage_claimed" and state in (RUNNING, SKIPPED, DROPPED):
         return f"stage {stage_id} is {state}"
     if kind == "stage_started" and (state in (SKIPPED, DROPPED) or (
@@ -54,6 +59,12 @@ def peer_refusal(campaign: Campaign, ev: Event, stages: Mapping[str, Any],
     if kind in ("stage_skipped", "stage_dropped") and state not in (
             (PENDING,) if kind == "stage_skipped" else (PENDING, DROPPED)):
         return f"stage {stage_id} is {state}, not pending"
+    return None
+
+
+def _run_refusal(campaign: Campaign, kind: str, ev: Event,
+                 run: Mapping[str, Any]) -> str | None:
+    run_id, run_state = ev.get("run"), run.get("state", NOT_STARTED)
     if kind == "stop_requested":
         if run_state != RUNNING or ev.get("attempt") != run.get("attempt"):
             return f"run {run_id} is not running (this attempt)"
@@ -69,19 +80,24 @@ def peer_refusal(campaign: Campaign, ev: Event, stages: Mapping[str, Any],
             return f"run {run_id} is {run_state.replace('_', ' ')}, not ended successfully"
     if kind == "result_rejected" and run_state in (NOT_STARTED, RUNNING):
         return f"run {run_id} is {run_state.replace('_', ' ')}"
-    if kind == "decision":
-        spec_stage = campaign.stage(str(stage_id))
-        if not spec_stage.decision_point:
-            return f"stage {stage_id} is not a decision point"
-        if ev.get("outcome") not in ("continue", "limit", "revise"):
-            return f"{printable(ev.get('outcome'), 40)!s} is not continue, limit or revise"
-        if state != DONE or stage_id in decisions:
-            return f"no decision is pending at stage {stage_id}"
-        for d in ev.get("drops") or ():
-            if not isinstance(d, str) or d not in stages:
-                return f"it drops {printable(d, 40)}, no stage of the plan"
-            if campaign.stage(d).category == "essential":
-                return f"it drops the essential stage {d} (D3)"
-            # A dropped stage that already started on its own machine (the decider saw
-            # it pending a moment before) stays as it is: the fold drops only pending ones.
+    return None
+
+
+def _decision_refusal(campaign: Campaign, ev: Event, st: Mapping[str, Any],
+                      stages: Mapping[str, Any],
+                      decisions: Mapping[str, Decision]) -> str | None:
+    stage_id = ev.get("stage")
+    if not campaign.stage(str(stage_id)).decision_point:
+        return f"stage {stage_id} is not a decision point"
+    if ev.get("outcome") not in ("continue", "limit", "revise"):
+        return f"{printable(ev.get('outcome'), 40)!s} is not continue, limit or revise"
+    if st.get("state", PENDING) != DONE or stage_id in decisions:
+        return f"no decision is pending at stage {stage_id}"
+    for d in ev.get("drops") or ():
+        if not isinstance(d, str) or d not in stages:
+            return f"it drops {printable(d, 40)}, no stage of the plan"
+        if campaign.stage(d).category == "essential":
+            return f"it drops the essential stage {d} (D3)"
+        # A dropped stage that already started on its own machine (the decider saw it
+        # pending a moment before) stays as it is: the fold drops only pending ones.
     return None
