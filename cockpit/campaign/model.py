@@ -11,6 +11,10 @@ from typing import Literal, TypeAlias
 
 from cockpit.common.units import Money
 
+# The folder beside the campaign file where the cockpit writes everything (every file in
+# it is named in cockpit.journal.paths).
+STATE_DIR = ".cockpit"
+
 CATEGORIES = ("essential", "useful", "exploratory")
 # Optional stages may be dropped by a decision or a shortened protocol; essential never.
 OPTIONAL_CATEGORIES = ("useful", "exploratory")
@@ -363,7 +367,7 @@ class Campaign:
     @property
     def state_dir(self) -> Path:
         """Everything the cockpit writes lives here, beside the campaign file."""
-        return self.folder / ".cockpit"
+        return self.folder / STATE_DIR
 
     def stage(self, stage_id: str) -> Stage:
         for stage in self.stages:

@@ -24,11 +24,11 @@ LIVE_STATUS_S = 15.0
 
 def _line_from_status_log(file: str) -> str | None:
     import time
-    from pathlib import Path
 
     from cockpit.headless.status_line import read_last_line, status_line
+    from cockpit.journal.paths import CampaignFiles
 
-    log = Path(file).resolve().parent / ".cockpit" / "status.jsonl"
+    log = CampaignFiles.beside(file).status_log
     try:
         if time.time() - log.stat().st_mtime > LIVE_STATUS_S:
             return None

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from cockpit.cli.common import machine_of, number_between
 from cockpit.common.errors import InputError
 from cockpit.common.printable import printable, printable_block
+from cockpit.journal.fields import Event
 
 if TYPE_CHECKING:
     from cockpit.campaign.model import Campaign
@@ -118,7 +119,7 @@ def _load(args: argparse.Namespace, *, as_decided: bool = False) -> History:
     return history
 
 
-def peer_events(campaign: Campaign, machine: int) -> list[list[dict[str, Any]]]:
+def peer_events(campaign: Campaign, machine: int) -> list[list[Event]]:
     """The other machines' events from their copies under ``.cockpit/peers/`` (the only
     files a read writes), each pulled once first within a time limit (an unreachable
     one is read from its copy)."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.assets import asset_path
+from cockpit.campaign.model import STATE_DIR
 from cockpit.common.errors import InputError
 
 DEMO_NOTE = "the demo's scripted choice: the pilot reached the floor, go on with the plan"
@@ -35,7 +36,7 @@ def prepare(target: Path | None, now: datetime, steps: int | None = None) -> Pat
     if target.exists() and any(target.iterdir()):
         raise InputError(f"demo: {target} exists and is not empty; give --dir a new folder")
     shutil.copytree(SAMPLE, target, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns(".cockpit", "ckpt", "out", "__pycache__"))
+                    ignore=shutil.ignore_patterns(STATE_DIR, "ckpt", "out", "__pycache__"))
     path = target / "campaign.yaml"
     text = path.read_text()
     text = text.replace("start: 2026-12-02T08:00:00Z",

@@ -25,11 +25,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cockpit.campaign.model import Campaign, MetricCheck, PredictionsCheck, Run
 from cockpit.common.safe_json import loads_bounded
 from cockpit.journal.fold import FAILED, NOT_STARTED, STOPPED, SUCCEEDED, CampaignState
+from cockpit.journal.writer import Event, JournalWriter
 from cockpit.runs.blind import (
     BLIND,
     Evidence,
@@ -363,44 +364,65 @@ def awaiting_verdict(campaign: Campaign, state: CampaignState) -> list[str]:
     return out
 
 
-def record_verdict(engine: Any, run_id: str, attempt: int | None, accepted: bool,
+# The state of the events read under the lock (with the peers' copies: the engine's fold).
+FoldOwn = Callable[[list[Event], datetime], CampaignState]
+
+
+class Judge(Protocol):
+    """What judging needs of an engine: the plan, its journal, the state and the fold
+    of the events read under the lock (:class:`cockpit.engine.Engine` is one)."""
+
+    @property
+    def campaign(self) -> Campaign: ...
+
+    @property
+    def journal(self) -> JournalWriter: ...
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def state(self, now: datetime | None = None) -> CampaignState: ...
+
+    def fold_locked(self, own: list[Event], now: datetime) -> CampaignState: ...
+
+
+def record_verdict(journal: JournalWriter, fold_own: FoldOwn, campaign: Campaign,
+                   run_id: str, attempt: int | None, accepted: bool,
                    reasons: list[str], now: datetime,
-                   failed: Sequence[str] | None = None) -> dict[str, Any] | None:
+                   failed: Sequence[str] | None = None) -> Event | None:
     """Journal the verdict under the lock, unless another cockpit judged the run first
     or a new attempt began meanwhile. ``failed``: the keys of the checks that failed
     (:class:`Judgement`), journaled with a rejection so the conclusion knows whether
     the run was judged on the question's metric (D2)."""
-    campaign: Campaign = engine.campaign
     spec = campaign.runs[run_id]
-    with engine.journal.transaction() as txn:
-        current = engine.fold_locked(txn.events, now).runs.get(run_id)
+    with journal.transaction() as txn:
+        current = fold_own(txn.events, now).runs.get(run_id)
         if current is None or current.verdict is not None or current.attempt != attempt:
             return None
         kind = "result_accepted" if accepted else "result_rejected"
         extra: dict[str, Any] = {} if accepted or failed is None else {"failed": list(failed)}
-        event: dict[str, Any] = txn.append(
+        return txn.append(
             kind, now=now, run=run_id, stage=current.stage, result=spec.result_id,
             reason="; ".join(reasons), checks=reasons, attempt=attempt, actor="auto", **extra)
-        return event
 
 
-def auto_accept(engine: Any, now: datetime, *,
-                verifier: Verifier = verify_checkpoint) -> list[dict[str, Any]]:
+def auto_accept(engine: Judge, now: datetime, *,
+                verifier: Verifier = verify_checkpoint) -> list[Event]:
     """Journal ``result_accepted`` / ``result_rejected`` for each ended run that declares
     acceptance and has no verdict yet, here and now (a one-shot caller; the engine's tick
     hands the runs with a reload check to its background verifier instead). The checks
     run outside the lock (a reload can take minutes); the verdict is appended under it,
     after checking nobody recorded one first."""
-    if getattr(engine, "read_only", False):
+    if engine.read_only:
         return []
-    campaign: Campaign = engine.campaign
+    campaign = engine.campaign
     state = engine.state(now)
-    written: list[dict[str, Any]] = []
+    written: list[Event] = []
     for run_id in awaiting_verdict(campaign, state):
         run = state.runs[run_id]
         judged = judge_run(campaign, state, run_id, verifier=verifier, now=now)
-        event = record_verdict(engine, run_id, run.attempt, judged.ok, judged.reasons, now,
-                               judged.failed)
+        event = record_verdict(engine.journal, engine.fold_locked, campaign, run_id, run.attempt,
+                               judged.ok, judged.reasons, now, judged.failed)
         if event is not None:
             written.append(event)
     return written

@@ -8,12 +8,12 @@ journals its result when done (the tick's own background checks are
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from cockpit.campaign.model import Run
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.engine.history import History
 from cockpit.engine.scope import Scope
+from cockpit.journal.fields import Event
 from cockpit.runs.checkpoints.discovery import CheckpointInfo
 from cockpit.runs.checkpoints.verifier import (
     checkpoint_step,
@@ -43,7 +43,7 @@ class Evidence:
         return run
 
     def verify(self, run_id: str, which: str = "newest",
-               now: datetime | None = None) -> dict[str, Any]:
+               now: datetime | None = None) -> Event:
         """Reload a run's checkpoint in a fresh process now and journal the result."""
         run = self._run(run_id)
         chosen = choose_checkpoint(self.campaign, run, which,
@@ -57,7 +57,7 @@ class Evidence:
             auto=False, actor=self.actor, **report_fields(report))
 
     def verify_resume(self, run_id: str, which: str = "first",
-                      now: datetime | None = None) -> dict[str, Any]:
+                      now: datetime | None = None) -> Event:
         """Resume equivalence (D17): restart from a checkpoint, compare the metric."""
         run = self._run(run_id)
         now = now or self.clock.now()
@@ -70,7 +70,7 @@ class Evidence:
             diverged_step=result.diverged_step, message=result.message,
             seconds=round(result.seconds, 3), actor=self.actor)
 
-    def export(self, now: datetime | None = None) -> dict[str, Any]:
+    def export(self, now: datetime | None = None) -> Event:
         """Write and verify the export now (the TUI's `e`); returns its export_done event."""
         from cockpit.export import ExportError, export_campaign
 

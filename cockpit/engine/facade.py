@@ -31,10 +31,10 @@ journal (the history's cache). The constructor reads no journal and starts no sa
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import cockpit.engine.guards as guards
 from cockpit.campaign.model import Campaign
@@ -63,6 +63,7 @@ from cockpit.engine.scope import Scope
 from cockpit.engine.snapshot import Snapshot
 from cockpit.engine.timebase import Timebase
 from cockpit.engine.verification import Verification
+from cockpit.journal.fields import Event
 from cockpit.journal.fold import RUNNING, CampaignState
 from cockpit.journal.log import Journal
 from cockpit.planning.deadline import expected_export_bytes
@@ -74,28 +75,28 @@ class Actions(Protocol):
     """The actions a person takes on stages and runs (here, or on another machine)."""
 
     def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
-              auto: bool = False) -> list[dict[str, Any]]: ...
+              auto: bool = False) -> list[Event]: ...
 
     def stop(self, target: str, reason: str, now: datetime | None = None,
-             rule: str = "manual") -> dict[str, Any]: ...
+             rule: str = "manual") -> Event: ...
 
     def mark(self, stage_id: str, what: str, note: str | None = None,
-             now: datetime | None = None) -> list[dict[str, Any]]: ...
+             now: datetime | None = None) -> list[Event]: ...
 
     def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
-               note: str, now: datetime | None = None) -> list[dict[str, Any]]: ...
+               note: str, now: datetime | None = None) -> list[Event]: ...
 
     def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
-               *, override: bool = False) -> dict[str, Any] | None: ...
+               *, override: bool = False) -> Event | None: ...
 
     def reject(self, run_id: str, note: str, now: datetime | None = None
-               ) -> dict[str, Any] | None: ...
+               ) -> Event | None: ...
 
     def note(self, stage_id: str, text: str, now: datetime | None = None
-             ) -> dict[str, Any]: ...
+             ) -> Event: ...
 
     def cost(self, label: str, amount: str, currency: str = "USD",
-             now: datetime | None = None) -> dict[str, Any]: ...
+             now: datetime | None = None) -> Event: ...
 
 
 class LocalActions:
@@ -246,13 +247,13 @@ class Engine:
         self.open()
         return self.past.state(now)
 
-    def history(self, now: datetime | None = None) -> list[Mapping[str, Any]]:
+    def history(self, now: datetime | None = None) -> list[Event]:
         """The events the state was folded from: this machine's and its peers', merged
         and filtered (what ``budget``, ``export`` and ``next`` read)."""
         self.open()
         return self.past.events(now)
 
-    def fold_locked(self, own: list[dict[str, Any]], now: datetime) -> CampaignState:
+    def fold_locked(self, own: list[Event], now: datetime) -> CampaignState:
         """``fold`` over the own events read under the journal lock, with the peers'."""
         return self.past.fold_locked(own, now)
 
@@ -272,55 +273,55 @@ class Engine:
 
     # ------------------------------------------------------------------ actions
     def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
-              auto: bool = False) -> list[dict[str, Any]]:
+              auto: bool = False) -> list[Event]:
         self.open()
         return self.actions.start(stage_id, force=force, now=now, auto=auto)
 
     def stop(self, target: str, reason: str, now: datetime | None = None,
-             rule: str = "manual") -> dict[str, Any]:
+             rule: str = "manual") -> Event:
         self.open()
         return self.actions.stop(target, reason, now=now, rule=rule)
 
     def mark(self, stage_id: str, what: str, note: str | None = None,
-             now: datetime | None = None) -> list[dict[str, Any]]:
+             now: datetime | None = None) -> list[Event]:
         self.open()
         return self.actions.mark(stage_id, what, note, now=now)
 
     def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
-               note: str, now: datetime | None = None) -> list[dict[str, Any]]:
+               note: str, now: datetime | None = None) -> list[Event]:
         self.open()
         return self.actions.decide(outcome, stage=stage, drops=drops, note=note, now=now)
 
     def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
-               *, override: bool = False) -> dict[str, Any] | None:
+               *, override: bool = False) -> Event | None:
         self.open()
         return self.actions.accept(run_id, note, now=now, override=override)
 
     def reject(self, run_id: str, note: str, now: datetime | None = None
-               ) -> dict[str, Any] | None:
+               ) -> Event | None:
         self.open()
         return self.actions.reject(run_id, note, now=now)
 
-    def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
+    def note(self, stage_id: str, text: str, now: datetime | None = None) -> Event:
         self.open()
         return self.actions.note(stage_id, text, now=now)
 
     def cost(self, label: str, amount: str, currency: str = "USD",
-             now: datetime | None = None) -> dict[str, Any]:
+             now: datetime | None = None) -> Event:
         self.open()
         return self.actions.cost(label, amount, currency, now=now)
 
     def verify(self, run_id: str, which: str = "newest",
-               now: datetime | None = None) -> dict[str, Any]:
+               now: datetime | None = None) -> Event:
         self.open()
         return self.evidence.verify(run_id, which, now=now)
 
     def verify_resume(self, run_id: str, which: str = "first",
-                      now: datetime | None = None) -> dict[str, Any]:
+                      now: datetime | None = None) -> Event:
         self.open()
         return self.evidence.verify_resume(run_id, which, now=now)
 
-    def export(self, now: datetime | None = None) -> dict[str, Any]:
+    def export(self, now: datetime | None = None) -> Event:
         self.open()
         return self.evidence.export(now=now)
 

@@ -30,6 +30,7 @@ from cockpit.engine.ports import EventJournal, PeerSource
 from cockpit.engine.snapshot import EventLine, MachineView
 from cockpit.engine.timebase import Timebase, parse_t
 from cockpit.journal.events import describe_event
+from cockpit.journal.fields import Event
 from cockpit.journal.fold import CampaignState, fold
 from cockpit.journal.merge import merge_events
 from cockpit.journal.read import history_of
@@ -49,7 +50,7 @@ class History:
         self.machine = machine
         self.peers = peers
         self._state: CampaignState | None = None
-        self._events: list[Mapping[str, Any]] = []
+        self._events: list[Event] = []
         self._folded_at: tuple[int, int, tuple[int, ...]] | None = None  # (seq, count, peers)
         self._indexed = 0  # own events indexed (keys, monotonic times, export sizes)
         self.keys: set[str] = set()  # "key" fields of journaled once-only events
@@ -68,7 +69,7 @@ class History:
                                    default=0)
 
     # ------------------------------------------------------------------ reading
-    def peer_events(self) -> list[list[dict[str, Any]]]:
+    def peer_events(self) -> list[list[Event]]:
         return self.peers.events() if self.peers is not None else []
 
     def state(self, now: datetime | None = None) -> CampaignState:
@@ -83,13 +84,13 @@ class History:
             self._index(own, now)
         return self._state
 
-    def events(self, now: datetime | None = None) -> list[Mapping[str, Any]]:
+    def events(self, now: datetime | None = None) -> list[Event]:
         """The events the state was folded from: this machine's and its peers', merged
         and filtered (what ``budget``, ``export`` and ``next`` read)."""
         self.state(now)
         return self._events
 
-    def _index(self, own: list[dict[str, Any]], now: datetime | None) -> None:
+    def _index(self, own: list[Event], now: datetime | None) -> None:
         """What later steps need of each own event read for the first time."""
         mono, steady = self.time.mono(), now or self.time.steady_now()
         for ev in own[self._indexed:]:
@@ -100,7 +101,7 @@ class History:
             self.time.saw(ev, mono, steady)
         self._indexed = len(own)
 
-    def fold_locked(self, own: list[dict[str, Any]], now: datetime) -> CampaignState:
+    def fold_locked(self, own: list[Event], now: datetime) -> CampaignState:
         """``fold`` over the own events (read under the lock) and the peers' copies."""
         peers = self.peer_events()
         merged = merge_events(own, peers, self.machine or 0) if peers else own

@@ -41,6 +41,7 @@ from cockpit.engine.ports import JournalView, Supervisor
 from cockpit.engine.readiness import resource_holder, restart_refusal, stage_status, unmet_after
 from cockpit.engine.recorder import record_plan
 from cockpit.engine.scope import Scope
+from cockpit.journal.fields import Event
 from cockpit.journal.fold import DROPPED, FAILED, RUNNING, SKIPPED, CampaignState
 from cockpit.journal.log import JournalError
 from cockpit.runs.env_record import record_environment
@@ -137,7 +138,7 @@ class Launcher:
 
     # ------------------------------------------------------------------ start
     def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
-              auto: bool = False) -> list[dict[str, Any]]:
+              auto: bool = False) -> list[Event]:
         """Launch a stage's command detached and journal it (claimed under the lock; see
         the module text). ``auto``: only when the stage is still ready."""
         stage = self.scope.stage(stage_id)
@@ -204,9 +205,9 @@ class Launcher:
                 "show it running: never a second copy; stop or wait for it first")
 
     def _records_before_start(self, txn: JournalView, state: CampaignState, stage: Stage,
-                              now: datetime) -> list[dict[str, Any]]:
+                              now: datetime) -> list[Event]:
         """The plan, the environment and the rules, each recorded once before a start."""
-        written: list[dict[str, Any]] = []
+        written: list[Event] = []
         record_plan(txn, self.campaign, state, now)
         if stage.run:
             written.extend(record_environment(txn, now))
@@ -216,7 +217,7 @@ class Launcher:
         return written
 
     def _claim_and_launch(self, txn: JournalView, stage: Stage, p_hash: str | None,
-                          forced: bool, auto: bool, now: datetime) -> list[dict[str, Any]]:
+                          forced: bool, auto: bool, now: datetime) -> list[Event]:
         seq = len(txn.events) + 1  # the claim's own seq: the marker names it
         marker = launch_marker(self.campaign, stage.id, seq)
         owner = self.time.owner
@@ -244,7 +245,7 @@ class Launcher:
 
     def _append_started(self, txn: JournalView, stage: Stage, claim: Mapping[str, Any],
                         launched: Launched, now: datetime,
-                        reconciled: bool = False) -> list[dict[str, Any]]:
+                        reconciled: bool = False) -> list[Event]:
         """stage_started (+ run_started) for a claimed launch, in the claim's transaction
         or, when that one could not write them, at the tick that found the process."""
         started = txn.append(
@@ -322,7 +323,7 @@ class Launcher:
 
     # ------------------------------------------------------------------ stop
     def stop(self, target: str, reason: str, now: datetime | None = None,
-             rule: str = "manual") -> dict[str, Any]:
+             rule: str = "manual") -> Event:
         """Request a stop of a run (or the run of a stage): SIGTERM now, SIGKILL after grace."""
         now = now or self.time.clock.now()
         if not reason.strip():
@@ -350,7 +351,7 @@ class Launcher:
 
     def request_stop(self, txn: JournalView, state: CampaignState, run_id: str, rule: str,
                      reason: str, now: datetime, value: Any = None,
-                     step: int | None = None) -> dict[str, Any] | None:
+                     step: int | None = None) -> Event | None:
         """Journal the stop request, then SIGTERM the run's recorded group."""
         run = state.runs[run_id]
         if run.stop is not None and run.attempt is not None:

@@ -14,14 +14,14 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from typing import Any, Protocol, runtime_checkable
 
 import psutil
 
 from cockpit.campaign.model import Campaign, Stage
-from cockpit.journal.log import JournalProblem
+from cockpit.journal.fields import Event
+from cockpit.journal.writer import JournalView, JournalWriter
 from cockpit.runs import supervisor as _supervisor
 from cockpit.runs.supervisor import Launched, Marked
 from cockpit.telemetry import GpuReading, HostInfo
@@ -85,27 +85,8 @@ def as_clock(clock: Clock | Callable[[], datetime] | None) -> Clock:
 
 
 # ---------------------------------------------------------------------- the journal
-class JournalView(Protocol):
-    """Inside a journal transaction (the lock held)."""
-
-    @property
-    def events(self) -> list[dict[str, Any]]: ...
-
-    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
-        ...
-
-
-class EventJournal(Protocol):
-    """What the engine uses of :class:`cockpit.journal.log.Journal`."""
-
-    def events(self) -> list[dict[str, Any]]: ...
-
-    def problems(self) -> list[JournalProblem]: ...
-
-    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
-        ...
-
-    def transaction(self) -> AbstractContextManager[JournalView]: ...
+# The journal's one writer interface (cockpit.journal.writer), under the engine's name.
+EventJournal = JournalWriter
 
 
 # ---------------------------------------------------------------------- processes
@@ -228,7 +209,7 @@ class PeerSource(Protocol):
     """The other machines' journals, as this cockpit holds them (D12). The engine knows
     no fleet: whoever opens it (``cockpit.fleet.open``) hands it one of these."""
 
-    def events(self) -> list[list[dict[str, Any]]]:
+    def events(self) -> list[list[Event]]:
         """Each peer's events, tagged ``machine`` (the same list while a copy is unchanged)."""
         ...
 

@@ -22,6 +22,7 @@ from cockpit.engine.clockwatch import ClockJump
 from cockpit.engine.history import History
 from cockpit.engine.ports import JournalView
 from cockpit.engine.scope import Scope
+from cockpit.journal.fields import Event
 from cockpit.journal.fold import (
     DONE,
     DROPPED,
@@ -108,7 +109,7 @@ class Recorder:
         return not problems, list(problems)
 
     def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
-               *, override: bool = False) -> dict[str, Any] | None:
+               *, override: bool = False) -> Event | None:
         """Accept a run's result. Refused when its acceptance checks fail, unless
         ``override`` with a note (journaled as an override); None when already accepted."""
         now = now or self.clock.now()
@@ -139,7 +140,7 @@ class Recorder:
                               result=spec.result_id, actor=self.actor, **fields)
 
     def reject(self, run_id: str, note: str, now: datetime | None = None
-               ) -> dict[str, Any] | None:
+               ) -> Event | None:
         """Reject a run's result (a later verdict replaces an earlier one); None when
         it is already rejected."""
         now = now or self.clock.now()
@@ -179,7 +180,7 @@ class Recorder:
             raise ActionRefused(f"run {run_id!r} has not run")
 
     # ------------------------------------------------------------------ notes & costs
-    def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
+    def note(self, stage_id: str, text: str, now: datetime | None = None) -> Event:
         self.scope.stage(stage_id)
         if not text.strip():
             raise InputError("note: the text is empty")
@@ -187,7 +188,7 @@ class Recorder:
                                            stage=stage_id, text=text, actor=self.actor)
 
     def cost(self, label: str, amount: str, currency: str = "USD",
-             now: datetime | None = None) -> dict[str, Any]:
+             now: datetime | None = None) -> Event:
         try:
             money = other_cost(label, amount, currency)  # the same check as the fold's
         except ValueError as exc:
@@ -199,7 +200,7 @@ class Recorder:
 
     # ------------------------------------------------------------------ mark
     def mark(self, stage_id: str, what: str, note: str | None = None,
-             now: datetime | None = None) -> list[dict[str, Any]]:
+             now: datetime | None = None) -> list[Event]:
         """A stage without a command (or run elsewhere) marked started, done or skipped."""
         stage = self.scope.stage(stage_id)
         now = now or self.clock.now()
@@ -214,7 +215,7 @@ class Recorder:
                 raise ActionRefused(f"stage {stage_id!r} runs under the cockpit (pid {st.pid}): "
                                     "it finishes by itself, or `cockpit stop` it")
             fields = {"stage": stage_id, "actor": self.actor}
-            written: list[dict[str, Any]] = []
+            written: list[Event] = []
             for kind, extra in self._mark_events(stage_id, st.state, what, note):
                 written.append(txn.append(kind, now=now, **fields, **extra))
             if note and what != "skipped":
@@ -244,7 +245,7 @@ class Recorder:
 
     # ------------------------------------------------------------------ decisions (D4)
     def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
-               note: str, now: datetime | None = None) -> list[dict[str, Any]]:
+               note: str, now: datetime | None = None) -> list[Event]:
         now = now or self.clock.now()
         drops = tuple(drops)
         self._check_decision(outcome, drops, note)

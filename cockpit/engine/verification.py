@@ -26,6 +26,7 @@ from cockpit.engine.history import History
 from cockpit.engine.observer import Observer
 from cockpit.engine.scope import Scope
 from cockpit.engine.timebase import parse_t
+from cockpit.journal.fields import Event
 from cockpit.journal.fold import RUNNING, CampaignState, RunState
 from cockpit.runs.checkpoints.verifier import BackgroundVerifier, report_fields
 
@@ -35,8 +36,8 @@ VERIFY_CLAIM_MARGIN_S = 60.0
 VERIFY_CLAIM_LOOKBACK = 2000
 
 
-def verify_claims(events: list[dict[str, Any]], run_id: str, attempt: Any,
-                  path: str) -> list[dict[str, Any]]:
+def verify_claims(events: list[Event], run_id: str, attempt: Any,
+                  path: str) -> list[Event]:
     """The ``verify_started`` claims of one checkpoint of one attempt."""
     return [ev for ev in events if ev.get("kind") == "verify_started"
             and ev.get("run") == run_id and ev.get("attempt") == attempt
@@ -117,7 +118,7 @@ class Verification:
         """How long a verification claim holds: the reload's own time limit and a margin."""
         return float(self.campaign.settings.verify_timeout_s) + VERIFY_CLAIM_MARGIN_S
 
-    def claim_holds(self, claim: dict[str, Any], now: datetime) -> bool:
+    def claim_holds(self, claim: Event, now: datetime) -> bool:
         """A verification claim still stands: its owner lives and its limit has not passed
         (measured on the monotonic clock from when this cockpit first read it)."""
         limit = claim.get("limit_s")
@@ -126,7 +127,7 @@ class Verification:
         age = self.history.time.age_s(claim.get("seq"), parse_t(claim), now)
         return age < float(limit) and self.history.time.owner_alive(claim)
 
-    def _recent_claims(self, run_id: str, attempt: Any, path: str) -> list[dict[str, Any]]:
+    def _recent_claims(self, run_id: str, attempt: Any, path: str) -> list[Event]:
         events = self.history.journal.events()[-VERIFY_CLAIM_LOOKBACK:]
         return verify_claims(events, run_id, attempt, path)
 
@@ -159,8 +160,8 @@ class Verification:
         for key, value in self.verifier.check_results():
             self.judging.discard(key)
             judged: Judgement = value
-            record_verdict(self.history, str(key[0]), key[1], judged.ok, judged.reasons, now,
-                           judged.failed)
+            record_verdict(self.history.journal, self.history.fold_locked, self.campaign,
+                           str(key[0]), key[1], judged.ok, judged.reasons, now, judged.failed)
         state = self.history.state(now)
         for run_id in awaiting_verdict(self.campaign, state):
             run = state.runs[run_id]
@@ -169,8 +170,8 @@ class Verification:
                 continue  # judged on its own machine, or being judged
             if not has_slow_checks(self.campaign.runs[run_id]):
                 judged = judge_run(self.campaign, state, run_id, now=now)
-                record_verdict(self.history, run_id, run.attempt, judged.ok, judged.reasons,
-                               now, judged.failed)
+                record_verdict(self.history.journal, self.history.fold_locked, self.campaign,
+                               run_id, run.attempt, judged.ok, judged.reasons, now, judged.failed)
                 continue
             if self.verifier.submit_check(key, self._checker(state, run_id, now),
                                           _check_failed):

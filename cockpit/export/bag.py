@@ -44,7 +44,7 @@ import platform
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -83,6 +83,8 @@ from cockpit.export.run_files import RunsExport, add_runs
 from cockpit.export.verifier import VerifyExportReport, verify_export
 from cockpit.journal.fold import CampaignState, fold
 from cockpit.journal.log import Journal, format_time
+from cockpit.journal.paths import CampaignFiles
+from cockpit.journal.writer import Event, JournalWriter
 from cockpit.runs import provenance
 from cockpit.runs.checkpoints.reload_check import verify_checkpoint
 
@@ -112,7 +114,7 @@ class ExportResult:
     fetch_notes: list[str] = field(default_factory=list)  # where from, the expected time
     warnings: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
-    event: dict[str, Any] | None = None
+    event: Event | None = None
     timings: dict[str, float] = field(default_factory=dict)
     # Set when this export failed verification and was kept beside the verified one,
     # which stays current (its bag folder and tar sha256).
@@ -153,7 +155,7 @@ class ExportResult:
 
 
 def default_export_root(campaign: Campaign) -> Path:
-    return campaign.state_dir / "export" / campaign.id
+    return CampaignFiles.of(campaign).export_root(campaign.id)
 
 
 def _size(n: int) -> str:
@@ -178,21 +180,24 @@ def export_campaign(
     *,
     tar: bool = True,
     link: bool = True,
-    journal: bool = True,
+    journal: JournalWriter | bool = True,
     progress: Progress | None = None,
     verifier: Callable[..., Any] = verify_checkpoint,
-    history: Sequence[Mapping[str, Any]] | None = None,
+    history: Sequence[Event] | None = None,
 ) -> ExportResult:
     """Write the export atomically, verify it (verify-export) and journal ``export_done``.
 
     ``history``: the events ``state`` was folded from (:mod:`cockpit.journal.read`: this
-    machine's and its peers', filtered by ownership); None: this machine's journal."""
+    machine's and its peers', filtered by ownership); None: this machine's journal.
+    ``journal``: the writer ``export_done`` goes through (the engine hands its own);
+    True: this campaign's journal; False: nothing is journaled."""
     if artifacts not in ARTIFACT_MODES:
         raise ValueError(f"artifacts must be one of {', '.join(ARTIFACT_MODES)}")
     now = now or datetime.now(timezone.utc)
     step = progress or (lambda _phase: None)
-    log = Journal(campaign.state_dir / "journal.jsonl")
-    events = [dict(ev) for ev in history] if history is not None else log.events()
+    log: JournalWriter = Journal(CampaignFiles.of(campaign).journal) \
+        if isinstance(journal, bool) else journal
+    events = list(history) if history is not None else log.events()
     if state is None:
         state = fold(campaign, events, now)
     root = Path(out_dir).resolve() if out_dir is not None else default_export_root(campaign)
@@ -228,7 +233,7 @@ def export_campaign(
             swap_in(tmp_root, root, step)
     finally:
         os.close(lock_fd)
-    if journal:
+    if journal is not False:
         extra: dict[str, Any] = {}
         if result.kept_failed is not None:
             extra = {"kept_failed": str(result.kept_failed), "current": str(result.current_bag)}
@@ -267,7 +272,7 @@ def _kept_beside(result: ExportResult, kept: Path, root: Path,
     return result
 
 
-def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]], root: Path,
+def _build(campaign: Campaign, state: CampaignState, events: list[Event], root: Path,
            tmp_root: Path, artifacts: str, now: datetime, verify_reload: bool, tar: bool,
            link: bool, step: Progress, verifier: Callable[..., Any]) -> ExportResult:
     """The export root in ``tmp_root``: the payload, the bag's tag files, its check, the
@@ -280,7 +285,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
     environment_future = probe.submit(provenance.environment)
     probe.shutdown(wait=False)
     bag = tmp_root / campaign.id
-    cache = HashCache(campaign.state_dir / "export-hash-cache.json")
+    cache = HashCache(CampaignFiles.of(campaign).export_hash_cache)
     excluded = [campaign.state_dir, root, *root.parent.glob(f".{root.name}.*"),
                 *root.parent.glob(f"{root.name}.failed-*")]
     payload = Payload(bag, campaign, excluded, cache, link)
@@ -335,7 +340,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]
 
 
 def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
-                 events: list[dict[str, Any]], plan: FileEntry, now: datetime, artifacts: str,
+                 events: list[Event], plan: FileEntry, now: datetime, artifacts: str,
                  runs: RunsExport, environment: dict[str, Any], warnings: list[str],
                  step: Progress) -> None:
     """Provenance, REPORT.md and timeline.svg, the reload recipe (reload.json, RELOAD.md)
@@ -371,7 +376,7 @@ def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
 
 
 def _add_plan_and_journal(payload: Payload, campaign: Campaign,
-                          events: list[dict[str, Any]]) -> FileEntry:
+                          events: list[Event]) -> FileEntry:
     """The plan byte for byte and its hash (D24: never rewritten), the journal and, with
     several machines, the history the export was made from; the plan's entry."""
     plan = payload.add_file(f"plan/{campaign.path.name}", campaign.path)
@@ -379,7 +384,7 @@ def _add_plan_and_journal(payload: Payload, campaign: Campaign,
     payload.add_bytes(f"plan/{campaign.path.name}.sha256",
                       f"{plan.sha256}  {campaign.path.name}\n".encode())
     # The journal up to its last complete line (it may grow while we copy).
-    journal_path = campaign.state_dir / "journal.jsonl"
+    journal_path = CampaignFiles.of(campaign).journal
     if journal_path.is_file():
         raw = journal_path.read_bytes()
         raw = raw[: raw.rfind(b"\n") + 1]
@@ -394,7 +399,7 @@ def _add_plan_and_journal(payload: Payload, campaign: Campaign,
     return plan
 
 
-def _manifest(campaign: Campaign, state: CampaignState, events: list[dict[str, Any]],
+def _manifest(campaign: Campaign, state: CampaignState, events: list[Event],
               payload: Payload, plan: FileEntry, now: datetime, artifacts: str,
               runs_json: dict[str, Any], closing: dict[str, Any],
               warnings: list[str]) -> dict[str, Any]:

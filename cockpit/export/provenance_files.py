@@ -23,6 +23,7 @@ import yaml
 from cockpit.campaign.model import Campaign, Run
 from cockpit.export.payload import Payload
 from cockpit.export.reload_script import reload_script
+from cockpit.journal.fields import Event
 from cockpit.journal.plan_record import plan_versions
 from cockpit.runs import provenance
 from cockpit.runs.env_record import environment_warnings, recorded_environment
@@ -51,7 +52,7 @@ class Provenance:
                 "plan_as_decided_from": self.as_decided_from}
 
 
-def add_provenance(payload: Payload, campaign: Campaign, events: list[dict[str, Any]],
+def add_provenance(payload: Payload, campaign: Campaign, events: list[Event],
                    env: Mapping[str, Any] | None = None) -> Provenance:
     """Write code/, environment/ and the two plan copies into the bag."""
     out = Provenance()

@@ -28,11 +28,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any
+from typing import cast
 
 from cockpit.common.safe_json import TooDeep, loads_bounded
 from cockpit.fleet.pull import MAX_LINE_BYTES
-from cockpit.journal.fields import event_problem
+from cockpit.journal.events import event_problem
+from cockpit.journal.fields import Event
 from cockpit.journal.format import JournalProblem
 
 log = logging.getLogger(__name__)
@@ -60,11 +61,11 @@ class PeerHistory:
         self.path = os.fspath(path)
         self.machine = machine
         self._lock = threading.Lock()
-        self._published: list[dict[str, Any]] = []
+        self._published: list[Event] = []
         self._reset()
 
     def _reset(self) -> None:
-        self._events: list[dict[str, Any]] = []
+        self._events: list[Event] = []
         self._problems: list[JournalProblem] = []
         self._dropped = 0  # problems not kept (past PROBLEMS_KEPT)
         self._ident: tuple[int, int] | None = None
@@ -77,7 +78,7 @@ class PeerHistory:
         self._full: set[str] = set()  # classes whose bound was reached (warned once)
         self._published = []
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         """The events published by the last refresh (treat as read-only)."""
         return self._published
 
@@ -188,7 +189,7 @@ class PeerHistory:
             return
         self._held[group] += len(raw)
         event["machine"] = self.machine
-        self._events.append(event)
+        self._events.append(cast(Event, event))
 
     def _problem(self, message: str) -> None:
         if len(self._problems) >= PROBLEMS_KEPT:

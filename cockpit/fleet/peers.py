@@ -36,6 +36,7 @@ from cockpit.fleet.pull import (
     remote_pull_command,
 )
 from cockpit.fleet.ssh import SshError
+from cockpit.journal.fields import Event
 from cockpit.journal.log import JournalProblem
 
 __all__ = [
@@ -165,7 +166,7 @@ class PeerLink:
     def stop(self) -> None:
         self._stop.set()
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         """The copy's events, each tagged with the peer's machine (the same list object
         until the copy changes). With the pull thread running, the tick only takes the
         list the thread published; without it, the copy is read now."""
@@ -233,7 +234,7 @@ class PeerSet:
         for link in self.links.values():
             link.stop()
 
-    def events(self) -> list[list[dict[str, Any]]]:
+    def events(self) -> list[list[Event]]:
         return [link.events() for link in self.links.values()]
 
     def version(self) -> tuple[int, ...]:

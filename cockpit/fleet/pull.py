@@ -44,6 +44,7 @@ from typing import Any
 from cockpit.campaign.model import Campaign, Machine
 from cockpit.common.printable import printable
 from cockpit.fleet.ssh import SshError, remote_limited, run_ssh
+from cockpit.journal.paths import CampaignFiles
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,8 @@ SKIPS_KEPT = 100  # skipped lines remembered in state.json
 REMOTE_SCRIPT = r"""
 d=$1 ino=$2 off=$3 hl=$4 hh=$5 ss=$6 ch=$7 ml=$8
 cd -- "$d" 2>/dev/null || { echo "E no campaign folder"; exit 0; }
-j=.cockpit/journal.jsonl
-s=.cockpit/status.jsonl
+j=@JOURNAL@
+s=@STATUS@
 si=-
 if [ -f "$s" ]; then set -- $(stat -Lc '%i.%s.%Y' "$s"); si=$1; fi
 echo "S $si"
@@ -108,7 +109,8 @@ if [ "$go" = 1 ] && [ "$cs" -gt "$start" ]; then
 fi
 echo "D $start $c"
 if [ "$c" -gt 0 ]; then tail -c +$((start + 1)) "$j" | head -c "$c"; fi
-"""
+""".replace("@JOURNAL@", str(CampaignFiles.relative().journal)).replace(
+    "@STATUS@", str(CampaignFiles.relative().status_log))  # the peer's, from its folder
 
 
 def remote_pull_command(args: list[str], timeout: float = PULL_TIMEOUT_S) -> str:
@@ -180,11 +182,12 @@ class PeerCache:
 
     def __init__(self, campaign: Campaign, machine: Machine) -> None:
         self.machine = machine
-        self.folder = campaign.state_dir / "peers" / str(machine.number)
-        self.journal_path = self.folder / "journal.jsonl"
-        self.status_path = self.folder / "status.json"
-        self.state_path = self.folder / "state.json"
-        self.lock_path = self.folder / "pull.lock"
+        files = CampaignFiles.of(campaign).peer(machine.number)
+        self.folder = files.folder
+        self.journal_path = files.journal
+        self.status_path = files.status
+        self.state_path = files.state
+        self.lock_path = files.lock
         self.chunk = CHUNK_START  # adapted to the link by each full chunk's rate
 
     def load_state(self) -> PeerState:

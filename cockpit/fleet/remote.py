@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import cast
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import ActionRefused
@@ -19,7 +19,8 @@ from cockpit.common.printable import printable
 from cockpit.common.safe_json import loads_bounded
 from cockpit.engine.scope import Scope
 from cockpit.fleet.ssh import SshError, remote_cockpit, remote_limited, run_ssh
-from cockpit.journal.fields import event_problem
+from cockpit.journal.events import event_problem
+from cockpit.journal.fields import Event
 from cockpit.journal.fold import CampaignState
 
 ACTION_TIMEOUT_S = 120.0  # a stop waits for its grace period there
@@ -27,7 +28,7 @@ ACTION_OUTPUT_BYTES = 4 * 1024 * 1024  # what a remote cockpit command may print
 MAX_WRITTEN = 1000  # events one action may report (a stop writes a handful)
 
 
-def parse_written(machine: int, text: str) -> list[dict[str, Any]]:
+def parse_written(machine: int, text: str) -> list[Event]:
     """The events a remote ``cockpit ACTION ... --json`` reports having written, each
     tagged with its machine; ActionRefused, saying where and why, for anything else."""
     where = f"on machine {machine}: the answer of its cockpit"
@@ -50,7 +51,7 @@ def parse_written(machine: int, text: str) -> list[dict[str, Any]]:
         wrong = event_problem(event)  # the checks of every journal line read
         if wrong is not None:
             raise ActionRefused(f"{where}: event #{event['seq']}: {printable(wrong, 200)}")
-        out.append({**event, "machine": machine})
+        out.append(cast(Event, {**event, "machine": machine}))  # checked just above
     return out
 
 
@@ -64,7 +65,7 @@ class RemoteActions:
         self._pull = pull  # after an action: pull, so the next tick shows what it wrote
         self._state = state
 
-    def remote(self, machine: int, words: Sequence[str]) -> list[dict[str, Any]]:
+    def remote(self, machine: int, words: Sequence[str]) -> list[Event]:
         spec = self.campaign.machines.get(machine)
         if spec is None:
             raise ActionRefused(f"machine {machine} has no entry under machines:")
@@ -89,22 +90,22 @@ class RemoteActions:
         return written
 
     def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
-              auto: bool = False) -> list[dict[str, Any]]:
+              auto: bool = False) -> list[Event]:
         return self.remote(self.scope.stage_owner(stage_id),
                            ["start", stage_id, *(["--force"] if force else [])])
 
     def stop(self, target: str, reason: str, now: datetime | None = None,
-             rule: str = "manual") -> dict[str, Any]:
+             rule: str = "manual") -> Event:
         written = self.remote(self.scope.run_owner(target), ["stop", target, "--reason", reason])
         return written[0] if written else {"kind": "remote", "text": f"stop {target}"}
 
     def mark(self, stage_id: str, what: str, note: str | None = None,
-             now: datetime | None = None) -> list[dict[str, Any]]:
+             now: datetime | None = None) -> list[Event]:
         return self.remote(self.scope.stage_owner(stage_id),
                            ["mark", stage_id, what, *(["--note", note] if note else [])])
 
     def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
-               note: str, now: datetime | None = None) -> list[dict[str, Any]]:
+               note: str, now: datetime | None = None) -> list[Event]:
         if stage is None:
             pending = self._state().pending_decisions
             if not pending:
@@ -117,23 +118,23 @@ class RemoteActions:
         return self.remote(self.scope.stage_owner(stage), words)
 
     def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
-               *, override: bool = False) -> dict[str, Any] | None:
+               *, override: bool = False) -> Event | None:
         words = ["accept", run_id, *(["--note", note] if note else []),
                  *(["--override"] if override else [])]
         written = self.remote(self.scope.run_owner(run_id), words)
         return written[0] if written else None
 
     def reject(self, run_id: str, note: str, now: datetime | None = None
-               ) -> dict[str, Any] | None:
+               ) -> Event | None:
         written = self.remote(self.scope.run_owner(run_id), ["reject", run_id, "--note", note])
         return written[0] if written else None
 
-    def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
+    def note(self, stage_id: str, text: str, now: datetime | None = None) -> Event:
         written = self.remote(self.scope.stage_owner(stage_id), ["note", stage_id, text])
         return written[0] if written else {"kind": "remote", "text": f"note on {stage_id}"}
 
     def cost(self, label: str, amount: str, currency: str = "USD",
-             now: datetime | None = None) -> dict[str, Any]:
+             now: datetime | None = None) -> Event:
         written = self.remote(min(self.campaign.machines),
                               ["cost", label, amount, "--currency", currency])
         return written[0] if written else {"kind": "remote", "text": f"cost {label}"}

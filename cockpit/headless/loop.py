@@ -26,11 +26,12 @@ from cockpit.headless.status_log import (
     write_atomic,
 )
 from cockpit.journal.log import JournalError
+from cockpit.journal.paths import CampaignFiles
 
 
 def status_log_path(campaign_file: str | Path) -> Path:
     """Default status log: beside the journal, so `status --line` finds it without loading."""
-    return Path(campaign_file).resolve().parent / ".cockpit" / "status.jsonl"
+    return CampaignFiles.beside(campaign_file).status_log
 
 
 WARN_REPEAT_S = 60.0  # the same failure is warned again at most this often

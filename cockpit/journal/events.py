@@ -1,18 +1,24 @@
-"""The one catalogue of journal event kinds: who writes each, its fields, its human line,
-and which machine may write it (the ownership table, ``SCOPE``; D12).
+"""The one table of journal event kinds: for each, who may write it (its ownership scope,
+D12), its fields and their types, which module writes it, and its human line.
+
+The table (``EVENT_KINDS``) drives everything that knows a kind: the reader's checks
+(:func:`event_problem`, on every line read), the sentence (:func:`describe_event`), the
+ownership checks (:func:`refusal`, ``SCOPE``) and the fold's dispatch (a handler per
+kind, keyed by the same names: :mod:`cockpit.journal.fold`; a test checks they match).
 
 Every event also carries ``seq``, ``t`` and ``kind`` (the journal adds them). The
 fields listed are what the writers put there today; a reader must still treat each
-one as optional (an older journal, a hand-edited line). ``describe_event`` is the one
-place an event becomes a sentence: the headless output, the TUI's event list and
-the CLI's "journal #N ..." lines all use it. Its fields are untrusted (a note, a
-reason, a metric name, a path, a peer's line): each one is made printable here, once,
-before any describer sees it (:mod:`cockpit.common.printable`), so the sentence is safe for a
+one as optional (an older journal, a hand-edited line). A field's type is the same in
+every kind (:mod:`cockpit.journal.fields`). ``describe_event`` is the one place an
+event becomes a sentence: the headless output, the TUI's event list and the CLI's
+"journal #N ..." lines all use it. Its fields are untrusted (a note, a reason, a metric
+name, a path, a peer's line): each one is made printable here, once, before any
+describer sees it (:mod:`cockpit.common.printable`), so the sentence is safe for a
 terminal and a log line whatever the journal holds.
 
 Ownership: a campaign on several machines has one journal per machine, and every
 machine folds all of them. An event counts only when the machine that wrote it may
-write it (``SCOPE``, one entry per kind):
+write it (its kind's ``scope``):
 
 - ``stage``: a stage's claim, start, finish or skip: only the machine that runs the
   stage (``stages[].machine``).
@@ -40,19 +46,31 @@ from typing import Any
 from cockpit.campaign.model import Campaign
 from cockpit.common.printable import printable
 from cockpit.common.units import format_duration
+from cockpit.journal.fields import FIELD_TYPES, FieldType, field_type
 
-Event = Mapping[str, Any]
+Event = Mapping[str, Any]  # what a describer or the ownership check reads (any event)
 
 # The ownership scopes (see the module docstring).
 STAGE, RUN, DECISION, ANY, LOCAL = "stage", "run", "decision", "any", "local"
+SCOPES = (STAGE, RUN, DECISION, ANY, LOCAL)
 
 
 @dataclass(frozen=True)
 class EventKind:
+    """One row of the table."""
+
     kind: str
+    scope: str  # which machine may write it (one of SCOPES)
     writer: str  # the module (or engine part) that journals it
-    fields: tuple[str, ...]
+    fields: Mapping[str, FieldType]  # its fields (beside seq, t, kind) and their types
     describe: Callable[[Event], str]
+
+
+def _kind(kind: str, scope: str, writer: str, fields: tuple[str, ...],
+          describe: Callable[[Event], str]) -> EventKind:
+    assert scope in SCOPES, f"{kind}: scope {scope!r}"
+    return EventKind(kind, scope, writer, {name: field_type(name) for name in fields},
+                     describe)
 
 
 def _short(value: Any) -> str:
@@ -99,124 +117,112 @@ def _export_done(ev: Event) -> str:
 
 
 _KINDS = (
-    EventKind("plan_recorded", "engine.actions", ("sha256", "path", "text_z"),
+    _kind("plan_recorded", LOCAL, "engine.actions", ("sha256", "path", "text_z"),
               lambda ev: f"plan recorded as decided (sha256 {_short(ev.get('sha256'))})"),
-    EventKind("plan_changed", "engine.actions", ("sha256", "path", "text_z"),
+    _kind("plan_changed", LOCAL, "engine.actions", ("sha256", "path", "text_z"),
               lambda ev: f"campaign file changed after the plan was decided (now sha256 "
                          f"{_short(ev.get('sha256'))}); the plan as decided still stands (D24)"),
-    EventKind("environment_recorded", "engine.actions (start, the first run)",
+    _kind("environment_recorded", LOCAL, "engine.actions (start, the first run)",
               ("python", "implementation", "os", "arch", "distributions",
                "distributions_sha256", "count"),
               lambda ev: "environment recorded at the first run start (the export warns of "
                          "a change)"),
-    EventKind("rules_recorded", "engine.actions", ("sha256",),
+    _kind("rules_recorded", LOCAL, "engine.actions", ("sha256",),
               lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
-    EventKind("stage_claimed", "engine.actions (start, before the launch)",
+    _kind("stage_claimed", STAGE, "engine.actions (start, before the launch)",
               ("stage", "run", "marker", "params_hash", "forced", "auto", "actor", "owner_pid",
                "owner_start", "out"),
               # The marker (COCKPIT_LAUNCH) is in the event; the line stays short.
               lambda ev: f"stage {ev.get('stage')} claimed for launch"),
-    EventKind("stage_started", "engine.actions (start, or the tick that reconciles a claim)",
+    _kind("stage_started", STAGE, "engine.actions (start, or the tick that reconciles a claim)",
               ("stage", "run", "pid", "pgid", "create_time", "command", "exit_file", "stdout",
                "stderr", "gpus", "forced", "auto", "actor", "warning", "manual", "claim",
                "marker", "reconciled"),
               _stage_started),
-    EventKind("run_started", "engine.actions",
+    _kind("run_started", RUN, "engine.actions",
               ("run", "stage", "pid", "pgid", "create_time", "command", "params_hash", "attempt",
                "gpus", "exit_file", "report", "marker"),
               lambda ev: f"run {ev.get('run')} started (params {_short(ev.get('params_hash'))})"),
-    EventKind("run_exited", "engine.observe",
+    _kind("run_exited", RUN, "engine.observe",
               ("run", "stage", "code", "attempt", "signal", "elapsed_s"),
               lambda ev: f"run {ev.get('run')} exited with code {ev.get('code')}"),
-    EventKind("stop_done", "engine.observe", ("run", "stage", "attempt", "rule"),
+    _kind("stop_done", RUN, "engine.observe", ("run", "stage", "attempt", "rule"),
               lambda ev: f"run {ev.get('run')} stopped"),
-    EventKind("stage_finished", "engine.observe, engine.actions (mark)",
+    _kind("stage_finished", STAGE, "engine.observe, engine.actions (mark)",
               ("stage", "outcome", "code", "reason", "manual", "actor", "elapsed_s"),
               _stage_finished),
-    EventKind("stage_skipped", "engine.actions", ("stage", "note", "actor"),
+    _kind("stage_skipped", STAGE, "engine.actions", ("stage", "note", "actor"),
               lambda ev: f"stage {ev.get('stage')} skipped"
               + (f": {ev['note']}" if ev.get("note") else "")),
-    EventKind("stage_dropped", "engine.actions (decide limit)", ("stage", "reason"),
+    _kind("stage_dropped", DECISION, "engine.actions (decide limit)", ("stage", "reason"),
               lambda ev: f"stage {ev.get('stage')} dropped ({ev.get('reason')})"),
-    EventKind("rule_fired", "engine.guards",
+    _kind("rule_fired", RUN, "engine.guards",
               ("run", "stage", "rule", "reason", "value", "threshold", "step", "action",
                "attempt", "actor"),
               lambda ev: f"rule {ev.get('rule')} fired on run {ev.get('run')}: "
               f"{ev.get('reason')}"),
-    EventKind("rule_blind", "engine.guards",
+    _kind("rule_blind", RUN, "engine.guards",
               ("key", "run", "stage", "rule", "metric", "reason", "attempt", "ended", "actor"),
               lambda ev: f"rule {ev.get('rule')} is blind on run {ev.get('run')}"
                          + (" (the run ended blind)" if ev.get("ended") else "")
                          + f": {ev.get('reason')}"),
-    EventKind("stop_requested", "engine.actions (stop), engine.guards (rules, deadline)",
+    _kind("stop_requested", RUN, "engine.actions (stop), engine.guards (rules, deadline)",
               ("run", "stage", "rule", "reason", "value", "step", "attempt", "actor"),
               lambda ev: f"stop of run {ev.get('run')} requested ({ev.get('rule')}): "
               f"{ev.get('reason')}"),
-    EventKind("decision", "engine.actions", ("stage", "outcome", "drops", "note", "actor"),
+    _kind("decision", DECISION, "engine.actions", ("stage", "outcome", "drops", "note", "actor"),
               _decision),
-    EventKind("note", "engine.actions", ("stage", "text", "actor"),
+    _kind("note", ANY, "engine.actions", ("stage", "text", "actor"),
               lambda ev: f"note on {ev.get('stage')}: {ev.get('text')}"),
-    EventKind("cost", "engine.actions", ("label", "amount", "currency", "actor"),
+    _kind("cost", ANY, "engine.actions", ("label", "amount", "currency", "actor"),
               lambda ev: f"cost {ev.get('label')}: {ev.get('amount')} {ev.get('currency')}"),
-    EventKind("result_accepted", "engine.actions (accept), acceptance (auto)",
+    _kind("result_accepted", RUN, "engine.actions (accept), acceptance (auto)",
               ("run", "stage", "result", "reason", "checks", "attempt", "actor", "override"),
               lambda ev: f"result of run {ev.get('run')} accepted"
                          + (" BY OVERRIDE (its acceptance checks failed)"
                             if ev.get("override") else "") + f": {ev.get('reason')}"),
-    EventKind("result_rejected", "engine.actions (reject), acceptance (auto)",
+    _kind("result_rejected", RUN, "engine.actions (reject), acceptance (auto)",
               ("run", "stage", "result", "reason", "checks", "attempt", "actor", "failed"),
               lambda ev: f"result of run {ev.get('run')} rejected: {ev.get('reason')}"),
-    EventKind("resume_verified", "engine.actions (verify --resume)",
+    _kind("resume_verified", RUN, "engine.actions (verify --resume)",
               ("run", "ok", "path", "from_step", "compared", "diverged_step", "message",
                "seconds", "actor"),
               _resume_verified),
-    EventKind("verify_started", "engine.observe (background verification)",
+    _kind("verify_started", RUN, "engine.observe (background verification)",
               ("key", "run", "path", "attempt", "owner_pid", "owner_start", "limit_s", "retry"),
               lambda ev: f"verifying checkpoint of run {ev.get('run')} ({ev.get('path')})"),
-    EventKind("checkpoint_verified", "engine.observe (auto), engine.actions (verify)",
+    _kind("checkpoint_verified", RUN, "engine.observe (auto), engine.actions (verify)",
               ("run", "attempt", "auto", "actor", "path", "ok", "layout", "missing", "warnings",
                "error", "load_seconds", "step", "summary"),
               _checkpoint_verified),
-    EventKind("warning", "engine.guards (deadline, hooks), engine.observe (GPU events)",
-              ("message", "source", "key", "gpu", "event"),
+    _kind("warning", LOCAL, "engine.guards (deadline, hooks), engine.observe (GPU events)",
+              ("message", "source", "key", "gpu", "event", "stage", "run"),
               lambda ev: f"warning: {ev.get('message')}"),
-    EventKind("export_done", "export.bag",
+    _kind("export_done", LOCAL, "export.bag",
               ("path", "root", "size", "tar", "tar_size", "sha256", "verified", "artifacts",
-               "reload_checked", "failures"),
+               "reload_checked", "failures", "kept_failed", "current"),
               _export_done),
-    EventKind("clock_jump", "engine (the tick's clock watch)",
+    _kind("clock_jump", LOCAL, "engine (the tick's clock watch)",
               ("key", "from", "to", "seconds", "settle_s", "actor"),
               lambda ev: f"the wall clock jumped {_signed(ev.get('seconds'))} (from "
                          f"{ev.get('from')} to {ev.get('to')}): ages, graces and durations "
                          f"stay on the monotonic clock; rules on ages, the deadline guard and "
                          f"auto-start wait until it has been steady for "
                          f"{ev.get('settle_s')} s"),
-    EventKind("claim_expired", "engine.actions (reconcile), engine.observe (verification)",
+    _kind("claim_expired", RUN, "engine.actions (reconcile), engine.observe (verification)",
               ("stage", "run", "claim", "path", "owner_pid", "reason"),
               lambda ev: f"claim #{ev.get('claim')} of "
                          + (f"stage {ev.get('stage')}" if ev.get("stage") else
                             f"run {ev.get('run')}") + f" expired: {ev.get('reason')}"),
-    EventKind("hook_started", "engine.guards", ("key", "hook", "pid", "for_seq"),
+    _kind("hook_started", LOCAL, "engine.guards", ("key", "hook", "pid", "for_seq"),
               lambda ev: f"hook {ev.get('hook')} started for event #{ev.get('for_seq')} "
               f"(pid {ev.get('pid')})"),
 )
 
-EVENT_KINDS: dict[str, EventKind] = {k.kind: k for k in _KINDS}
+EVENT_KINDS: Mapping[str, EventKind] = {k.kind: k for k in _KINDS}
 
 # Which machine may write each kind: the ownership table (see the module docstring).
-SCOPE: dict[str, str] = {
-    "plan_recorded": LOCAL, "plan_changed": LOCAL, "environment_recorded": LOCAL,
-    "rules_recorded": LOCAL, "warning": LOCAL, "export_done": LOCAL, "hook_started": LOCAL,
-    "stage_claimed": STAGE, "stage_started": STAGE, "stage_finished": STAGE,
-    "stage_skipped": STAGE,
-    "run_started": RUN, "run_exited": RUN, "stop_requested": RUN, "stop_done": RUN,
-    "rule_fired": RUN, "rule_blind": RUN, "result_accepted": RUN, "result_rejected": RUN,
-    "resume_verified": RUN, "verify_started": RUN, "checkpoint_verified": RUN,
-    "decision": DECISION, "stage_dropped": DECISION,
-    "cost": ANY, "note": ANY,
-    "clock_jump": LOCAL, "claim_expired": RUN,
-}
-assert set(SCOPE) == set(EVENT_KINDS), "every event kind has an owner rule"
+SCOPE: Mapping[str, str] = {k.kind: k.scope for k in _KINDS}
 
 
 def owners(campaign: Campaign, event: Event) -> list[tuple[str, int]]:
@@ -255,6 +261,21 @@ def refusal(campaign: Campaign, event: Event, writer: int,
             continue  # dropped by that machine's own decision
         return (f"{what} runs on machine {machine}; a machine writes {kind} only for its "
                 "own stages")
+    return None
+
+
+def event_problem(event: Mapping[str, Any]) -> str | None:
+    """What is wrong with an event's fields, in words (None: it fits): its kind's fields
+    by the table's types, then any other field the registry knows (a field means the
+    same in every kind). A kind not in the table is read too (a newer cockpit may write
+    it; the fold ignores it), its fields checked by the registry alone."""
+    row = EVENT_KINDS.get(str(event.get("kind")))
+    declared = row.fields if row is not None else {}
+    for name, registered in FIELD_TYPES.items():
+        if name in event:
+            wrong = declared.get(name, registered).problem(name, event[name])
+            if wrong is not None:
+                return wrong
     return None
 
 

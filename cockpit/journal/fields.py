@@ -1,18 +1,38 @@
-"""The types of journal event fields, checked on every line read.
+"""The fields a journal event may carry, each with its one type.
 
 A field has the same meaning (and type) in every event kind that carries it, so one
-table serves all kinds. A line whose fields do not fit is skipped with a located
-warning, like a torn line: one bad line never stops ``status``, ``headless`` or
-``budget``.
+registry (``FIELD_TYPES``) serves all kinds: the table of kinds
+(:mod:`cockpit.journal.events`) names each kind's fields and takes their types from here,
+and the reader checks every line against it (a line whose fields do not fit is skipped
+with a located problem, like a torn line: one bad line never stops ``status``,
+``headless`` or ``budget``). A field with no check here (``ANY``) is free-form JSON
+that its readers treat as untrusted. ``Event`` is the same vocabulary for mypy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 Check = Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class FieldType:
+    """How a field's value is checked on read, and what it is, in words."""
+
+    check: Check
+    expected: str
+
+    def fits(self, value: object) -> bool:
+        return self.check(value)
+
+    def problem(self, name: str, value: object) -> str | None:
+        """What is wrong with a field ``name`` holding ``value``, in words (None: fits)."""
+        return None if self.check(value) else \
+            f"field {name!r} is {_shown(value)}, not {self.expected}"
 
 
 def _int(value: Any) -> bool:
@@ -45,54 +65,166 @@ def _list_of(check: Check) -> Check:
     return lambda value: isinstance(value, list) and all(check(v) for v in value)
 
 
-FIELD_CHECKS: Mapping[str, tuple[Check, str]] = {
-    "seq": (_int, "a whole number"),
-    "t": (_time, "a time with a timezone"),
-    "kind": (_text, "a text"),
-    "stage": (_optional(_text), "a stage id"),
-    "run": (_optional(_text), "a run id"),
-    "pid": (_optional(_int), "a process id"),
-    "pgid": (_optional(_int), "a process group id"),
-    "create_time": (_optional(_number), "a number of seconds"),
-    "code": (_optional(_int), "an exit code"),
-    "attempt": (_optional(_int), "a journal seq"),
-    "exit_file": (_optional(_text), "a path"),
-    "claim": (_optional(_int), "a journal seq"),
-    "marker": (_optional(_text), "a launch marker"),
-    "outcome": (_optional(_text), "a text"),
-    "drops": (_optional(_list_of(_text)), "a list of stage ids"),
-    "gpus": (_optional(_list_of(_int)), "a list of GPU indexes"),
-    "params_hash": (_optional(_text), "a hash"),
-    "sha256": (_optional(_text), "a hash"),
-    "rule": (_optional(_text), "a rule id"),
-    "step": (_optional(_int), "a step number"),
+def _bounds(value: Any) -> bool:
     # A rule's bound as it names it: a number, a word ("finite"), or {min|max: number}.
-    "threshold": (lambda v: v is None or _number(v) or _text(v) or (
-        isinstance(v, dict) and all(_number(x) or x is None for x in v.values())),
-        "a number, a text or a mapping of bounds"),
-    "action": (_optional(_text), "a text"),
-    "label": (_optional(_text), "a text"),
-    "currency": (_optional(_text), "a currency code"),
-    "amount": (lambda v: isinstance(v, str) or _number(v), "an amount"),
-    "manual": (_optional(lambda v: isinstance(v, bool)), "true or false"),
-    "note": (_optional(_text), "a text"),
-    "text": (_optional(_text), "a text"),
+    return value is None or _number(value) or _text(value) or (
+        isinstance(value, dict) and all(_number(x) or x is None for x in value.values()))
+
+
+ANY = FieldType(lambda _value: True, "any value")
+_TEXT = FieldType(_optional(_text), "a text")
+_SECONDS = FieldType(_optional(_number), "a number of seconds")
+_SEQ = FieldType(_optional(_int), "a journal seq")
+_PID = FieldType(_optional(_int), "a process id")
+_HASH = FieldType(_optional(_text), "a hash")
+
+# The checked fields (every other field of a kind is ``ANY``).
+FIELD_TYPES: Mapping[str, FieldType] = {
+    "seq": FieldType(_int, "a whole number"),
+    "t": FieldType(_time, "a time with a timezone"),
+    "kind": FieldType(_text, "a text"),
+    "stage": FieldType(_optional(_text), "a stage id"),
+    "run": FieldType(_optional(_text), "a run id"),
+    "pid": _PID,
+    "pgid": FieldType(_optional(_int), "a process group id"),
+    "create_time": _SECONDS,
+    "code": FieldType(_optional(_int), "an exit code"),
+    "attempt": _SEQ,
+    "exit_file": FieldType(_optional(_text), "a path"),
+    "claim": _SEQ,
+    "marker": FieldType(_optional(_text), "a launch marker"),
+    "outcome": _TEXT,
+    "drops": FieldType(_optional(_list_of(_text)), "a list of stage ids"),
+    "gpus": FieldType(_optional(_list_of(_int)), "a list of GPU indexes"),
+    "params_hash": _HASH,
+    "sha256": _HASH,
+    "rule": FieldType(_optional(_text), "a rule id"),
+    "step": FieldType(_optional(_int), "a step number"),
+    "threshold": FieldType(_bounds, "a number, a text or a mapping of bounds"),
+    "action": _TEXT,
+    "label": _TEXT,
+    "currency": FieldType(_optional(_text), "a currency code"),
+    "amount": FieldType(lambda v: isinstance(v, str) or _number(v), "an amount"),
+    "manual": FieldType(_optional(lambda v: isinstance(v, bool)), "true or false"),
+    "note": _TEXT,
+    "text": _TEXT,
     # Monotonic measures and claim owners (issue 21: time that cannot jump, claims expire).
-    "elapsed_s": (_optional(_number), "a number of seconds"),
-    "owner_pid": (_optional(_int), "a process id"),
-    "owner_start": (_optional(_number), "a number of seconds"),
-    "limit_s": (_optional(_number), "a number of seconds"),
+    "elapsed_s": _SECONDS,
+    "owner_pid": _PID,
+    "owner_start": _SECONDS,
+    "limit_s": _SECONDS,
 }
 
 
-def event_problem(event: Mapping[str, Any]) -> str | None:
-    """What is wrong with an event's fields, in words (None: it fits)."""
-    for name, (check, expected) in FIELD_CHECKS.items():
-        if name in event and not check(event[name]):
-            return f"field {name!r} is {_shown(event[name])}, not {expected}"
-    return None
+def field_type(name: str) -> FieldType:
+    """The type of a field (``ANY`` when it has no check)."""
+    return FIELD_TYPES.get(name, ANY)
 
 
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+# ``from`` and ``to`` (a clock jump) are Python keywords: named in the functional form.
+_Keywords = TypedDict("_Keywords", {"from": Any, "to": Any}, total=False)
+
+
+class Event(_Keywords, total=False):
+    """A journal event as read back (every field optional to a reader: an older journal,
+    a hand-edited line). The fields of every kind in the table
+    (:data:`cockpit.journal.events.EVENT_KINDS`), plus ``machine``: a peer's copy tags
+    its events with the machine that wrote them. Types: as checked on read."""
+
+    seq: int
+    t: str
+    kind: str
+    machine: int
+    stage: str | None
+    run: str | None
+    pid: int | None
+    pgid: int | None
+    create_time: float | None
+    code: int | None
+    attempt: int | None
+    exit_file: str | None
+    claim: int | None
+    marker: str | None
+    outcome: str | None
+    drops: list[str] | None
+    gpus: list[int] | None
+    params_hash: str | None
+    sha256: str | None
+    rule: str | None
+    step: int | None
+    threshold: Any
+    action: str | None
+    label: str | None
+    currency: str | None
+    amount: str | float
+    manual: bool | None
+    note: str | None
+    text: str | None
+    elapsed_s: float | None
+    owner_pid: int | None
+    owner_start: float | None
+    limit_s: float | None
+    # Fields with no check on read: free-form JSON, untrusted.
+    path: Any
+    text_z: Any
+    python: Any
+    implementation: Any
+    os: Any
+    arch: Any
+    distributions: Any
+    distributions_sha256: Any
+    count: Any
+    forced: Any
+    auto: Any
+    actor: Any
+    out: Any
+    command: Any
+    stdout: Any
+    stderr: Any
+    warning: Any
+    reconciled: Any
+    report: Any
+    signal: Any
+    reason: Any
+    value: Any
+    key: Any
+    metric: Any
+    ended: Any
+    result: Any
+    checks: Any
+    override: Any
+    failed: Any
+    ok: Any
+    from_step: Any
+    compared: Any
+    diverged_step: Any
+    message: Any
+    seconds: Any
+    retry: Any
+    layout: Any
+    missing: Any
+    warnings: Any
+    error: Any
+    load_seconds: Any
+    summary: Any
+    source: Any
+    gpu: Any
+    event: Any
+    root: Any
+    size: Any
+    tar: Any
+    tar_size: Any
+    verified: Any
+    artifacts: Any
+    reload_checked: Any
+    failures: Any
+    kept_failed: Any
+    current: Any
+    settle_s: Any
+    hook: Any
+    for_seq: Any

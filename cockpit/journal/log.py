@@ -2,8 +2,10 @@
 
 This module owns the file ``.cockpit/journal.jsonl`` (the path is given to
 :class:`Journal`): writing events atomically and durably, and reading them back
-incrementally while tolerating damage. Folding events into campaign state is the
-engine's job; here an event is just a dict.
+incrementally while tolerating damage. Folding events into campaign state is
+:mod:`cockpit.journal.fold`'s job. Every writer is handed this file behind the one
+writer interface, :class:`cockpit.journal.writer.JournalWriter`. The paths (this file,
+its lock) are named in :mod:`cockpit.journal.paths`.
 
 File format: one JSON object a line, UTF-8::
 
@@ -32,21 +34,9 @@ mid-write, or a writer caught mid-line): they are not an event, they are reporte
 via :attr:`Journal.torn`, and before the next append a ``"\\n"`` is written first so
 the fragment becomes a separate garbage line instead of corrupting the new event.
 
-Event kinds the engine writes (not validated here; fields after the kind):
-
-- ``plan_recorded`` (sha256, path) / ``rules_recorded`` (sha256)
-- ``stage_started`` / ``stage_finished`` / ``stage_skipped`` / ``stage_dropped`` (stage, ...)
-- ``run_started`` (run, stage, pid, pgid, command, params_hash, gpus)
-- ``run_exited`` (run, code)
-- ``stop_requested`` / ``stop_done`` (run, rule or "manual", reason, value, step)
-- ``rule_fired`` (run, rule, reason, value, threshold, step)
-- ``decision`` (stage, outcome: continue|limit|revise, drops, note)
-- ``note`` (stage, text)
-- ``cost`` (label, amount as a string (exact Decimal), currency)
-- ``result_accepted`` / ``result_rejected`` (run, reason; an automatic rejection also
-  ``failed``: the keys of the checks that failed, read by the conclusion, D2)
-- ``warning`` (message, source)
-- ``checkpoint_verified`` (run, path, ok, ...)
+Event kinds: the one table, :data:`cockpit.journal.events.EVENT_KINDS` (each kind's
+fields, their types, who may write it, its human line); every line read is checked
+against it (a field of the wrong type: the line is skipped, located, like garbage).
 
 Times: ``t`` never goes back within one writer (one :class:`Journal` object): after a
 wall-clock step back it stays at the last time written until the clock passes it; the
@@ -70,11 +60,12 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cockpit.common.errors import ActionRefused
 from cockpit.common.safe_json import TooDeep, loads_bounded
-from cockpit.journal.fields import event_problem
+from cockpit.journal.events import event_problem
+from cockpit.journal.fields import Event
 from cockpit.journal.format import (
     JournalError,
     JournalProblem,
@@ -83,6 +74,7 @@ from cockpit.journal.format import (
     parse_time,
     sha256_file,
 )
+from cockpit.journal.paths import journal_lock_of
 
 __all__ = [
     "Journal",
@@ -114,12 +106,12 @@ class JournalTxn:
         self._open = True
 
     @property
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         """All valid events, read under the lock (including ones appended in this block)."""
         self._check_open()
         return list(self._journal._events)
 
-    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
+    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> Event:
         self._check_open()
         return self._journal._append_locked(self._fd_getter(), kind, now, fields)
 
@@ -138,7 +130,7 @@ class Journal:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.lock_path = journal_lock_of(self.path)
         self._mutex = threading.RLock()
         self._in_txn: threading.local = threading.local()
         self._last_written: datetime | None = None  # the latest ``t`` this writer wrote
@@ -146,7 +138,7 @@ class Journal:
 
     # ------------------------------------------------------------------ reading
     def _reset(self) -> None:
-        self._events: list[dict[str, Any]] = []
+        self._events: list[Event] = []
         self._garbage: list[JournalProblem] = []
         self._ino: int | None = None
         self._dev: int | None = None
@@ -158,7 +150,7 @@ class Journal:
         self._torn_warned: tuple[int, int] | None = None
         self._signature: tuple[int, ...] | None = None  # (ino, size, mtime, ctime) last read
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         """All valid events so far (reads only bytes added since the last call).
 
         The dicts are shared with the journal's cache: treat them as read-only.
@@ -274,7 +266,7 @@ class Journal:
         if event.get("seq") != expected:
             # Kept: the event itself is readable; the numbering is only a cross-check.
             self._problem(line_no, f"seq {event.get('seq')!r} where {expected} was expected: kept")
-        self._events.append(event)
+        self._events.append(cast(Event, event))
 
     def _problem(self, line_no: int, message: str) -> None:
         problem = JournalProblem(line_no, message)
@@ -282,7 +274,7 @@ class Journal:
         log.warning("journal %s line %d: %s", self.path, line_no, message)
 
     # ------------------------------------------------------------------ writing
-    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
+    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> Event:
         """Append one event durably and return it as written (with ``seq`` and ``t``)."""
         if getattr(self._in_txn, "active", False):
             # flock on a second fd from this process would wait for ourselves forever.
@@ -356,7 +348,7 @@ class Journal:
 
     def _append_locked(
         self, fd: int, kind: str, now: datetime | None, fields: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> Event:
         if not isinstance(kind, str) or not kind:
             raise ValueError(f"event kind must be a non-empty string, got {kind!r}")
         clash = _RESERVED.intersection(fields)
@@ -389,22 +381,22 @@ class Journal:
         if len(self._events) != before + 1:  # pragma: no cover - would mean a broken lock
             raise JournalError(f"journal {self.path}: appended event was not read back")
         self._last_written = when
-        return dict(self._events[-1])
+        return cast(Event, dict(self._events[-1]))
 
 
 class NullJournal:
     """`cockpit fleet` has no journal of its own: nothing to read, nothing written."""
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         return []
 
     def problems(self) -> list[JournalProblem]:
         return []
 
-    def append(self, kind: str, now: Any = None, **fields: Any) -> dict[str, Any]:
+    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> Event:
         raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
                             "that owns the stage")
 
-    def transaction(self) -> AbstractContextManager[Any]:
+    def transaction(self) -> AbstractContextManager[JournalTxn]:
         raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
                             "that owns the stage")

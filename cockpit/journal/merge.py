@@ -7,9 +7,11 @@ import heapq
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cockpit.journal.fields import Event
 
-def merge_events(own: list[dict[str, Any]], peers: Sequence[list[dict[str, Any]]],
-                 own_machine: int = 0) -> list[dict[str, Any]]:
+
+def merge_events(own: list[Event], peers: Sequence[list[Event]],
+                 own_machine: int = 0) -> list[Event]:
     """One history: events ordered by time, then machine (the own events are untagged:
     they count as ``own_machine``); each journal keeps its own order."""
     if not any(peers):

@@ -12,14 +12,14 @@ the fleet, after one pull, as ``status`` does): the journal layer knows no fleet
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import InputError
 from cockpit.journal.fold import CampaignState, fold_history
+from cockpit.journal.writer import Event
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class History:
 
     campaign: Campaign  # the plan folded over (the plan as decided for ``next``)
     state: CampaignState
-    events: list[Mapping[str, Any]]  # the events folded (a peer's tagged ``machine``)
-    own: list[dict[str, Any]]  # this machine's own journal, every event
+    events: list[Event]  # the events folded (a peer's tagged ``machine``)
+    own: list[Event]  # this machine's own journal, every event
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -38,9 +38,9 @@ class History:
                      if "not folded" in w)
 
 
-def history_of(campaign: Campaign, own: list[dict[str, Any]],
-               peers: Sequence[list[dict[str, Any]]], machine: int | None,
-               now: datetime) -> tuple[CampaignState, list[Mapping[str, Any]]]:
+def history_of(campaign: Campaign, own: list[Event],
+               peers: Sequence[list[Event]], machine: int | None,
+               now: datetime) -> tuple[CampaignState, list[Event]]:
     """Merge, filter by ownership, fold (pure)."""
     from cockpit.journal.merge import merge_events
 
@@ -49,7 +49,7 @@ def history_of(campaign: Campaign, own: list[dict[str, Any]],
 
 
 def read_history(campaign: Campaign, machine: int | None,
-                 peers: Sequence[list[dict[str, Any]]] = (), *, now: datetime | None = None,
+                 peers: Sequence[list[Event]] = (), *, now: datetime | None = None,
                  as_decided: bool = False) -> History:
     """The merged, filtered history of ``campaign`` as machine ``machine`` reads it.
 
@@ -57,11 +57,12 @@ def read_history(campaign: Campaign, machine: int | None,
     one machine). ``as_decided`` folds over the plan as decided (D24; its record is this
     machine's own)."""
     from cockpit.journal.log import Journal, JournalError
+    from cockpit.journal.paths import CampaignFiles
     from cockpit.journal.plan_record import decided_campaign
 
     now = now or datetime.now(timezone.utc)
     try:
-        own = Journal(campaign.state_dir / "journal.jsonl").events()
+        own = Journal(CampaignFiles.of(campaign).journal).events()
     except JournalError as exc:
         raise InputError(str(exc)) from None
     if as_decided:

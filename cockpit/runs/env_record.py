@@ -12,17 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cockpit.journal.writer import Event, JournalView
 from cockpit.runs.provenance import compact_changes, compact_environment
-
-if TYPE_CHECKING:
-    from cockpit.engine.ports import JournalView
 
 ENV_KIND = "environment_recorded"
 
 
-def record_environment(txn: JournalView, now: datetime) -> list[dict[str, Any]]:
+def record_environment(txn: JournalView, now: datetime) -> list[Event]:
     """Journal the environment once, at the first run start (nothing when it is there
     already, or when it cannot be collected: a start is never refused for it)."""
     if any(ev.get("kind") == ENV_KIND for ev in txn.events):

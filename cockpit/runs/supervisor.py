@@ -32,6 +32,7 @@ from typing import Any
 import psutil
 
 from cockpit.campaign.model import Campaign, Stage
+from cockpit.journal.paths import CampaignFiles
 
 MARKER_ENV = "COCKPIT_LAUNCH"
 
@@ -165,13 +166,13 @@ def report_path(campaign: Campaign, run_id: str) -> Path:
         for metric_path in run.metrics:
             if metric_path.suffix == ".jsonl":
                 return campaign.resolve(metric_path)
-    return campaign.state_dir / "runs" / run_id / "report.jsonl"
+    return CampaignFiles.of(campaign).run_report(run_id)
 
 
 def launch_base(campaign: Campaign, stage_id: str, now: datetime) -> Path:
     """Where a launch at ``now`` writes its ``.out``, ``.err`` and ``.exit`` (the claim
     names its ``.out``: no such file means the launch never began)."""
-    return campaign.state_dir / "logs" / f"{stage_id}.{now.strftime('%Y%m%dT%H%M%S%fZ')}"
+    return CampaignFiles.of(campaign).launch_base(stage_id, now)
 
 
 def launch(campaign: Campaign, stage: Stage, now: datetime,

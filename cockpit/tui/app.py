@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -654,7 +654,7 @@ class CockpitApp(App[int]):
                          lambda: self.act("export", self.engine.start, stage.id, force=waits))
                 return
 
-            def export_and_mark() -> list[dict[str, Any]]:
+            def export_and_mark() -> list[Mapping[str, Any]]:
                 done = self.engine.export()
                 marked = self.engine.mark(stage.id, "done",
                                           note=f"exported with e: {done.get('path') or 'bag'}")

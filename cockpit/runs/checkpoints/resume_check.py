@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cockpit.campaign.model import Campaign, Run
 from cockpit.common.errors import InputError
+from cockpit.journal.paths import CampaignFiles
 from cockpit.runs.metrics.stream import MetricStream
 from cockpit.runs.supervisor import report_path
 
@@ -52,7 +53,7 @@ def resume_equivalence(campaign: Campaign, run: Run, checkpoint: Path,
     spec = run.resume_check
     if spec is None:
         raise InputError(f"{campaign.path}: run {run.id!r} has no resume_check section")
-    scratch = campaign.state_dir / "resume-check" / f"{run.id}-{now:%Y%m%dT%H%M%S%f}"
+    scratch = CampaignFiles.of(campaign).resume_checks / f"{run.id}-{now:%Y%m%dT%H%M%S%f}"
     scratch.mkdir(parents=True, exist_ok=True)
     words = {"{python}": sys.executable, "{checkpoint}": str(checkpoint),
              "{steps}": str(spec.steps), "{scratch}": str(scratch), "{run}": run.id}

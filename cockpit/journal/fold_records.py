@@ -1,0 +1,62 @@
+"""The fold of the campaign-wide records: the plan and rules as recorded, decisions,
+notes and other costs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cockpit.common.units import other_cost
+from cockpit.journal.fields import Event
+from cockpit.journal.folding import Folding, Handler, when
+from cockpit.journal.state import DROPPED, PENDING, CostEntry, Decision
+
+
+def plan_recorded(f: Folding, ev: Event) -> None:
+    f.plan_hash = f.latest_plan = ev.get("sha256")
+
+
+def plan_changed(f: Folding, ev: Event) -> None:
+    f.latest_plan = ev.get("sha256")
+
+
+def rules_recorded(f: Folding, ev: Event) -> None:
+    f.rules_hash = ev.get("sha256")
+
+
+def decision(f: Folding, ev: Event) -> None:
+    """The decision at a stage; it drops the stages it names that are still pending."""
+    stage_id = ev.get("stage")
+    if not isinstance(stage_id, str):
+        return
+    drops = tuple(ev.get("drops") or ())
+    f.decisions[stage_id] = Decision(stage_id, str(ev.get("outcome")), drops,
+                                     str(ev.get("note", "")), when(ev))
+    for dropped in drops:
+        if dropped in f.stages and f.stages[dropped].get("state", PENDING) == PENDING:
+            f.stages[dropped].update(state=DROPPED, ended_at=when(ev),
+                                     reason=f"dropped by the {ev.get('outcome')} decision")
+
+
+def note(f: Folding, ev: Event) -> None:
+    stage_id = ev.get("stage")
+    if isinstance(stage_id, str):
+        f.notes.setdefault(stage_id, []).append(str(ev.get("text", "")))
+
+
+def cost(f: Folding, ev: Event) -> None:
+    try:
+        money = other_cost(ev.get("label", ""), ev.get("amount"), ev.get("currency", "USD"))
+    except ValueError as exc:  # a reader without a machine checks it here
+        f.warnings.append(f"journal event {ev.get('seq')}: cost not counted: {exc}")
+        return
+    f.costs.append(CostEntry(str(ev.get("label", "")), money, when(ev)))
+
+
+RECORD_HANDLERS: Mapping[str, Handler] = {
+    "plan_recorded": plan_recorded,
+    "plan_changed": plan_changed,
+    "rules_recorded": rules_recorded,
+    "decision": decision,
+    "note": note,
+    "cost": cost,
+}
