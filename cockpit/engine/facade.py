@@ -66,6 +66,7 @@ from cockpit.engine.verification import Verification
 from cockpit.journal.fields import Event
 from cockpit.journal.fold import RUNNING, CampaignState
 from cockpit.journal.log import Journal
+from cockpit.journal.paths import CampaignFiles
 from cockpit.planning.deadline import expected_export_bytes
 from cockpit.runs.metrics.progress import progress_of
 from cockpit.telemetry import GpuSampler, HostSampler
@@ -131,7 +132,7 @@ class Engine:
         self.actor = actor
         self.clock: Clock = as_clock(clock)
         self.journal: EventJournal = (journal if journal is not None
-                                      else Journal(campaign.state_dir / "journal.jsonl"))
+                                      else Journal(CampaignFiles.of(campaign).journal))
         self.supervisor: Supervisor = supervisor or ProcessSupervisor()
         self.time = Timebase(self.clock)
         scope = self.scope = Scope(campaign, machine)

@@ -20,8 +20,6 @@ MAX_FUNCTION_LINES = 80
 KNOWN = {
     "cockpit/engine/build.py: build_snapshot",
     "cockpit/headless/loop.py: run_headless",
-    "cockpit/journal/fold.py",
-    "cockpit/journal/fold.py: fold_history",
     "cockpit/tui/app.py",
     "cockpit/tui/panels.py",
 }

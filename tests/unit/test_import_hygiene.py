@@ -78,7 +78,9 @@ print("LOADED", sorted(sys.modules))
 # What planning may pull in: the plan model, the pure fold, text and units. The journal
 # file (journal.log), runs, telemetry, the close and every face are I/O: never.
 PLANNING_MAY = ("cockpit.planning", "cockpit.campaign", "cockpit.common",
-                "cockpit.journal.fold", "cockpit.journal.format")
+                "cockpit.journal.fold", "cockpit.journal.format", "cockpit.journal.events",
+                "cockpit.journal.fields", "cockpit.journal.peer_checks", "cockpit.journal.state",
+                "cockpit.journal.folding")
 IO_MODULES = ("subprocess", "socket", "fcntl", "threading", "psutil", "pynvml")
 
 

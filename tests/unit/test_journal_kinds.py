@@ -112,7 +112,7 @@ def test_the_typed_event_names_every_field_of_the_table() -> None:
         assert set(kind.fields) <= names, (kind.kind, set(kind.fields) - names)
 
 
-_WRITES = re.compile(r"(?:txn|journal|log)\.append\(\s*\"(\w+)\"|_journal_once\(\s*\"(\w+)\"")
+_WRITES = re.compile(r"(?:txn|journal|log)\.append\(\s*\"(\w+)\"|_?journal_once\(\s*\"(\w+)\"")
 
 
 def test_every_kind_the_cockpit_writes_is_in_the_table() -> None:
