@@ -21,9 +21,14 @@ from typing import Any
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.printable import printable
+from cockpit.engine.affordances import (
+    mark_refusal,
+    no_command_refusal,
+    start_refusal,
+    stop_refusal,
+)
 from cockpit.engine.core import params_hash
 from cockpit.engine.ports import JournalView
-from cockpit.engine.readiness import restart_refusal
 from cockpit.engine.records import Recording
 from cockpit.journal.fold import (
     DONE,
@@ -88,34 +93,18 @@ class Acting(Recording):
         a second launch, record or not.
         """
         stage = self._stage(stage_id)
-        if stage.command is None:
-            raise ActionRefused(f"stage {stage_id!r} has no command: mark it with "
-                                f"`cockpit mark FILE {stage_id} started|done`")
+        if refusal := no_command_refusal(stage):
+            raise ActionRefused(refusal)
         self._refuse_other_machine(stage, "start")
         now = now or self.clock.now()
         with self.journal.transaction() as txn:
             state = self._fold(txn.events, now)
-            st = state.stages[stage_id]
-            if st.state == RUNNING and st.claim is not None:
-                raise ActionRefused(f"stage {stage_id!r} is being launched (claim #{st.claim}): "
-                                    "the next tick records its process")
-            if st.state == RUNNING:
-                raise ActionRefused(f"stage {stage_id!r} is already running (pid {st.pid})")
+            # (auto-start skips a stage not ready, and any refusal, alike)
             if auto and self.stage_status(state, stage) != "ready":
                 return []
-            if st.state in (DROPPED, SKIPPED):
-                raise ActionRefused(f"stage {stage_id!r} was {st.state}")
-            refusal = restart_refusal(state, stage)
-            if refusal and not force:
+            if refusal := start_refusal(state, stage, self.campaign, force=force):
                 raise ActionRefused(printable(refusal))
-            waits_for = self.unmet_after(state, stage)
-            if waits_for and not force:
-                raise ActionRefused(f"stage {stage_id!r} waits for {', '.join(waits_for)}; "
-                                    "--force starts it anyway")
-            holder = self._resource_holder(state, stage)
-            if holder and not force:
-                raise ActionRefused(f"stage {stage_id!r} needs {holder[1]}, which stage "
-                                    f"{holder[0]!r} holds (D6); --force overrides")
+            holder = self._resource_holder(state, stage)  # journaled: forced over it
             p_hash = None
             if stage.run:
                 p_hash = params_hash(self.campaign, stage.run)
@@ -253,28 +242,18 @@ class Acting(Recording):
             st = state.stages[stage_id]
             self._record_plan(txn, state, now)
             written: list[dict[str, Any]] = []
-            if st.state == RUNNING and not st.manual:
-                raise ActionRefused(f"stage {stage_id!r} runs under the cockpit (pid {st.pid}): "
-                                    "it finishes by itself, or `cockpit stop` it")
+            if refusal := mark_refusal(state, stage, what):
+                raise ActionRefused(refusal)
             if what == "started":
-                if st.state == RUNNING:
-                    raise ActionRefused(f"stage {stage_id!r} is already started")
                 written.append(txn.append("stage_started", now=now, stage=stage_id, manual=True,
                                           run=stage.run, actor=self.actor))
             elif what == "done":
-                if st.state in (DONE, SKIPPED, DROPPED):
-                    raise ActionRefused(f"stage {stage_id!r} is already {st.state}")
                 if st.state != RUNNING:
                     written.append(txn.append("stage_started", now=now, stage=stage_id,
                                               manual=True, run=stage.run, actor=self.actor))
                 written.append(txn.append("stage_finished", now=now, stage=stage_id,
                                           outcome=DONE, manual=True, actor=self.actor))
             else:
-                if stage.category == "essential":
-                    raise ActionRefused(f"stage {stage_id!r} is essential and cannot be skipped "
-                                        "(D3); record a `revise` decision instead")
-                if st.state not in (PENDING,):
-                    raise ActionRefused(f"stage {stage_id!r} is {st.state}, not pending")
                 written.append(txn.append("stage_skipped", now=now, stage=stage_id, note=note,
                                           actor=self.actor))
             if note and what != "skipped":
@@ -297,11 +276,9 @@ class Acting(Recording):
         with self.journal.transaction() as txn:
             state = self._fold(txn.events, now)
             run = state.runs.get(run_id)
-            if run is None or run.state != RUNNING:
-                raise ActionRefused(f"run {run_id!r} is not running")
-            if run.stop is not None:
-                raise ActionRefused(f"run {run_id!r} is already being stopped "
-                                    f"({run.stop.reason})")
+            if refusal := stop_refusal(run_id, run):
+                raise ActionRefused(refusal)
+            assert run is not None
             why = self.supervisor.unproven(run.pid, run.pgid, run.create_time, run.marker)
             if why is not None and self.supervisor.alive(run.pid, None):
                 # Something lives under that pid, but nothing proves it is the run: a

@@ -25,6 +25,7 @@ from cockpit.campaign.model import Campaign, Stage
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.printable import printable
 from cockpit.engine import readiness
+from cockpit.engine.affordances import machine_refusal
 from cockpit.engine.clockwatch import ClockJump, ClockWatch
 from cockpit.engine.hooks import HookRunner
 from cockpit.engine.ports import (
@@ -321,13 +322,8 @@ class EngineCore:
         return stage is not None and stage.machine == self.machine
 
     def _refuse_other_machine(self, stage: Stage, what: str) -> None:
-        if stage.machine != self.machine:
-            here = "cockpit fleet (no machine)" if self.machine is None \
-                else f"this cockpit is machine {self.machine}"
-            raise ActionRefused(
-                f"stage {stage.id!r} runs on machine {stage.machine} and {here}: {what} it "
-                f"there (`--machine {stage.machine}` or COCKPIT_MACHINE={stage.machine}), "
-                f"or from anywhere with `cockpit fleet FILE {what} ...`")
+        if refusal := machine_refusal(stage, self.machine, what):
+            raise ActionRefused(refusal)
 
     # ------------------------------------------------------------------ lookups
     def stage_status(self, state: CampaignState, stage: Stage) -> str:

@@ -12,16 +12,10 @@ from typing import Any
 from cockpit.campaign.model import Run
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.units import other_cost, plain_amount
+from cockpit.engine.affordances import judge_refusal, no_result_refusal
 from cockpit.engine.observe import Observing
 from cockpit.engine.ports import JournalView
-from cockpit.journal.fold import (
-    FAILED,
-    RUNNING,
-    STOPPED,
-    SUCCEEDED,
-    CampaignState,
-    RunState,
-)
+from cockpit.journal.fold import CampaignState, RunState
 from cockpit.journal.plan_record import decided_campaign, pack
 
 
@@ -112,10 +106,9 @@ class Recording(Observing):
         spec = self.campaign.runs.get(run_id)
         if spec is None:
             raise InputError(f"{self.campaign.path}: no run {run_id!r}")
-        if not spec.produces_result:
-            raise ActionRefused(f"run {run_id!r} produces no result (result: none — a data "
-                                "check, pilot or resume check measures or decides): it needs "
-                                "no verdict (D21)")
+        refusal = no_result_refusal(self.campaign, run_id)
+        if refusal:
+            raise ActionRefused(refusal)
         return spec
 
     def _refuse_other_run(self, run_id: str, what: str) -> None:
@@ -127,16 +120,9 @@ class Recording(Observing):
 
     @staticmethod
     def _judgeable(run_id: str, run: RunState, *, rejecting: bool = False) -> None:
-        if run.state == STOPPED or run.stop is not None:
-            why = run.stop.reason if run.stop else "stopped"
-            raise ActionRefused(f"run {run_id!r} was stopped ({why}): a stopped run is "
-                                "never an accepted result (D15)")
-        if run.state == RUNNING:
-            raise ActionRefused(f"run {run_id!r} is still running")
-        if run.state == FAILED and not rejecting:
-            raise ActionRefused(f"run {run_id!r} failed (exit code {run.exit_code})")
-        if run.state not in (SUCCEEDED, FAILED):
-            raise ActionRefused(f"run {run_id!r} has not run")
+        refusal = judge_refusal(run_id, run, rejecting=rejecting)
+        if refusal:
+            raise ActionRefused(refusal)
 
     def note(self, stage_id: str, text: str, now: datetime | None = None) -> dict[str, Any]:
         self._stage(stage_id)
