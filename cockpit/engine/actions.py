@@ -36,7 +36,6 @@ from cockpit.journal.fold import (
     FAILED,
     PENDING,
     RUNNING,
-    SKIPPED,
     CampaignState,
     fold,
 )

@@ -24,7 +24,6 @@ from typing import Any
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.printable import printable
-from cockpit.engine import readiness
 from cockpit.engine.affordances import machine_refusal
 from cockpit.engine.clockwatch import ClockJump, ClockWatch
 from cockpit.engine.hooks import HookRunner
@@ -37,6 +36,7 @@ from cockpit.engine.ports import (
     Supervisor,
     as_clock,
 )
+from cockpit.engine.readiness import resource_holder, stage_status, unmet_after
 from cockpit.engine.snapshot import EventLine, MachineView
 from cockpit.fleet.peers import PeerSet
 from cockpit.journal.events import describe_event
@@ -328,14 +328,14 @@ class EngineCore:
     # ------------------------------------------------------------------ lookups
     def stage_status(self, state: CampaignState, stage: Stage) -> str:
         """pending stages refined: ready / needs-person / waiting / blocked."""
-        return readiness.stage_status(self.campaign, state, stage)
+        return stage_status(self.campaign, state, stage)
 
     def unmet_after(self, state: CampaignState, stage: Stage) -> list[str]:
         """The stages in ``stage.after`` that have not ended (in plan order)."""
-        return readiness.unmet_after(self.campaign, state, stage)
+        return unmet_after(self.campaign, state, stage)
 
     def _resource_holder(self, state: CampaignState, stage: Stage) -> tuple[str, str] | None:
-        return readiness.resource_holder(self.campaign, state, stage)
+        return resource_holder(self.campaign, state, stage)
 
     def _stage(self, stage_id: str) -> Stage:
         try:

@@ -294,48 +294,8 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
             "verdict": w.verdict, "fits": w.forecast_slack_s >= 0, "options": list(w.options),
             "pilot_ratio": w.pilot_ratio, "pilot_note": w.pilot_note,
         },
-        "stages": [
-            {
-                "id": s.id, "state": s.state, "category": s.category, "resource": s.resource,
-                "planned_s": s.planned_s, "elapsed_s": round(s.elapsed_s, 1),
-                "started_at": json_time(s.started_at), "ended_at": json_time(s.ended_at),
-                "decision_point": s.decision_point, "decision": s.decision, "run": s.run,
-                "progress": s.progress, "eta": json_time(s.eta),
-                "forecast_end": json_time(s.forecast_end), "reason": s.reason,
-                "notes": list(s.notes), "exit_code": s.exit_code,
-                "may": {"start": allowed_json(s.start), "stop": allowed_json(s.stop),
-                        "mark": allowed_json(s.mark), "mark_as": list(s.mark_as)},
-            }
-            for s in snap.stages
-        ],
-        "runs": [
-            {
-                "id": r.id, "stage": r.stage, "state": r.state, "step": r.step,
-                "max_steps": r.max_steps,
-                "metrics": {k: json_number(v) for k, v in r.metrics.items()},
-                "pid": r.pid, "gpus": list(r.gpus), "gpu_memory": r.gpu_memory,
-                "exit_code": r.exit_code, "stop_rule": r.stop_rule,
-                "stop_reason": r.stop_reason, "verdict": r.verdict,
-                "verdict_reason": r.verdict_reason, "stale_s": r.stale_s,
-                "stalled": r.stalled,
-                "garbage": r.garbage, "result": r.result, "kind": r.kind,
-                "rate": r.rate, "eta": json_time(r.eta), "watched": list(r.watched),
-                "key_metric": r.key_metric,
-                "may": {"accept": allowed_json(r.accept), "reject": allowed_json(r.reject),
-                        "stop": allowed_json(r.stop)},
-                "checkpoint": None if r.checkpoint is None else {
-                    "path": r.checkpoint.path, "step": r.checkpoint.step,
-                    "age_s": r.checkpoint.age_s, "size": r.checkpoint.size,
-                    "total_size": r.checkpoint.total_size, "count": r.checkpoint.count,
-                    "free_disk": r.checkpoint.free_disk,
-                    "save_cost_s": r.checkpoint.save_cost_s,
-                    "verified": r.checkpoint.verified,
-                    "verified_age_s": r.checkpoint.verified_age_s,
-                    "advice": r.checkpoint.advice, "in_progress": r.checkpoint.in_progress,
-                },
-            }
-            for r in snap.runs
-        ],
+        "stages": [stage_json(s) for s in snap.stages],
+        "runs": [run_json(r) for r in snap.runs],
         "rules": [
             {"rule": r.rule, "run": r.run, "kind": r.kind, "state": r.state,
              "reason": r.reason, "action": r.action, "metric": r.metric,
@@ -363,6 +323,48 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         out["machine"] = snap.machine
         out["machines"] = [machine_json(m) for m in snap.machines]
     return out
+
+
+def stage_json(s: StageView) -> dict[str, Any]:
+    return {
+        "id": s.id, "state": s.state, "category": s.category, "resource": s.resource,
+        "planned_s": s.planned_s, "elapsed_s": round(s.elapsed_s, 1),
+        "started_at": json_time(s.started_at), "ended_at": json_time(s.ended_at),
+        "decision_point": s.decision_point, "decision": s.decision, "run": s.run,
+        "progress": s.progress, "eta": json_time(s.eta),
+        "forecast_end": json_time(s.forecast_end), "reason": s.reason,
+        "notes": list(s.notes), "exit_code": s.exit_code,
+        "may": {"start": allowed_json(s.start), "stop": allowed_json(s.stop),
+                "mark": allowed_json(s.mark), "mark_as": list(s.mark_as)},
+    }
+
+
+def run_json(r: RunView) -> dict[str, Any]:
+    return {
+        "id": r.id, "stage": r.stage, "state": r.state, "step": r.step,
+        "max_steps": r.max_steps,
+        "metrics": {k: json_number(v) for k, v in r.metrics.items()},
+        "pid": r.pid, "gpus": list(r.gpus), "gpu_memory": r.gpu_memory,
+        "exit_code": r.exit_code, "stop_rule": r.stop_rule,
+        "stop_reason": r.stop_reason, "verdict": r.verdict,
+        "verdict_reason": r.verdict_reason, "stale_s": r.stale_s,
+        "stalled": r.stalled,
+        "garbage": r.garbage, "result": r.result, "kind": r.kind,
+        "rate": r.rate, "eta": json_time(r.eta), "watched": list(r.watched),
+        "key_metric": r.key_metric,
+        "may": {"accept": allowed_json(r.accept), "reject": allowed_json(r.reject),
+                "stop": allowed_json(r.stop)},
+        "checkpoint": None if r.checkpoint is None else {
+            "path": r.checkpoint.path, "step": r.checkpoint.step,
+            "age_s": r.checkpoint.age_s, "size": r.checkpoint.size,
+            "total_size": r.checkpoint.total_size, "count": r.checkpoint.count,
+            "free_disk": r.checkpoint.free_disk,
+            "save_cost_s": r.checkpoint.save_cost_s,
+            "verified": r.checkpoint.verified,
+            "verified_age_s": r.checkpoint.verified_age_s,
+            "advice": r.checkpoint.advice, "in_progress": r.checkpoint.in_progress,
+        },
+    }
 
 
 def allowed_json(a: Allowed) -> dict[str, Any]:

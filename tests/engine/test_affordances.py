@@ -16,8 +16,8 @@ import pytest
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.printable import printable
 from cockpit.engine import Engine
-from cockpit.planning.schedule import plan_campaign
 from cockpit.engine.snapshot import Allowed, ExportAction, LogPaths, Snapshot, snapshot_json
+from cockpit.planning.schedule import plan_campaign
 from tests.engine.test_engine_guards import FakeClock, FakeSupervisor, make, report
 from tests.helpers.campaigns import FINITE, step_command, write_campaign
 

@@ -59,8 +59,6 @@ KNOWN_FACE = {
     "cockpit.tui.panels -> cockpit.planning.schedule",
 }
 KNOWN_CYCLES = {
-    "cockpit.engine -> cockpit.engine.build -> cockpit.engine",
-    "cockpit.engine -> cockpit.engine.build -> cockpit.engine.core -> cockpit.engine",
     "cockpit.engine -> cockpit.fleet.remote -> cockpit.engine",
     "cockpit.cli -> cockpit.cli.campaign_cmds -> cockpit.cli",
 }
