@@ -327,3 +327,25 @@ def test_the_snapshot_json_says_what_may_be_done(tmp_path: Path) -> None:
     # The schedule is the plan's, as `cockpit plan` orders it (the timeline's plan lane).
     assert snap.schedule == plan_campaign(engine.campaign).slots
     assert {slot.stage.id for slot in snap.schedule} == {"prep", "pilot", "main", "review"}
+
+
+def test_the_fleet_is_refused_by_no_machine_it_acts_where_the_stage_lives(
+        tmp_path: Path) -> None:
+    """`cockpit fleet` (machine None) runs each action on the stage's own machine."""
+    from cockpit.campaign import load_campaign
+    from cockpit.engine.affordances import start_allowed
+    from cockpit.engine.readiness import stage_status
+    from cockpit.journal.fold import fold
+    from tests.engine.test_engine_guards import START
+
+    machines = {"1": {"ssh": "box-a", "path": "/c"}, "2": {"ssh": "box-b", "path": "/c"}}
+    campaign = load_campaign(write_campaign(tmp_path, [
+        {"id": "one", "hours": 1, "resource": "gpu:0", "command": ["a"], "machine": 1},
+        {"id": "two", "hours": 1, "resource": "gpu:0", "command": ["b"], "machine": 2},
+    ], extra={"machines": machines, "package": {
+        "offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z", "count": 2}}))
+    state = fold(campaign, [], START, None)
+    for stage in campaign.stages:
+        status = stage_status(campaign, state, stage)
+        assert start_allowed(campaign, state, stage, None, status).ok
+        assert not start_allowed(campaign, state, stage, 3 - stage.machine, status).ok
