@@ -145,12 +145,10 @@ def summary(path: Path) -> str:
         lines.append(f"  run {run.id}: {run.state}{verdict}{why}")
     if snap.budget:
         b = snap.budget
-        share = b.get("share_per_accepted")
-        committed = b.get("committed") or {}
-        lines.append(f"  budget: {committed.get('amount')} {committed.get('currency')} "
-                     f"committed, {b.get('accepted')} accepted, "
-                     + (f"{share['amount']} {share['currency']} per accepted result"
-                        if share else f"per result undefined ({b.get('undefined_reason')})"))
+        share = b.share_per_accepted
+        lines.append(f"  budget: {b.committed_label} committed, {b.accepted} accepted, "
+                     + (f"{share} per accepted result"
+                        if share else f"per result undefined ({b.undefined_reason})"))
     # A fresh engine's first snapshot carries the whole journal as its new events.
     exports = [e.fields for e in snap.new_events if e.kind == "export_done"]
     if exports:

@@ -1,7 +1,8 @@
 """The budget at the close (D20, D21): package committed, other costs, accepted results.
 
-This module owns the pure computation ``budget(campaign, state, now) -> dict`` (JSON-ready)
-and its text rendering. Money stays exact (Decimal with its currency). The package is
+This module owns the pure computation ``budget_of(campaign, state, now) -> Budget`` (a
+frozen value the faces read field by field), its JSON (``budget`` / ``Budget.as_json``) and
+its text rendering. Money stays exact (Decimal with its currency). The package is
 paid whole (D8): nothing here divides a price by hours, and no price per hour is ever
 shown. The rental share per accepted result is ``committed / accepted results``, rounded
 to the cent (D21); with zero accepted results it is *undefined*, never 0: the cost
@@ -10,6 +11,8 @@ incurred and every rejection or stop reason are shown instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -27,6 +30,148 @@ from cockpit.journal.fold import (
     RunState,
 )
 from cockpit.runs.supervisor import stage_gpus
+
+# The undefined share's pointer to what the budget shows instead (D21); a face that shows
+# the incurred cost and the reasons beside it shows ``Budget.share_undefined`` alone.
+SEE_BELOW = "; see the cost incurred and the reasons below"
+
+
+@dataclass(frozen=True)
+class PackageTerms:
+    """What was bought (D8: paid whole)."""
+
+    offer: str
+    gpu: str
+    gpus: int
+    days: float
+    count: int
+    price: Money | None
+    order_ref: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"offer": self.offer, "gpu": self.gpu, "gpus": self.gpus, "days": self.days,
+                "count": self.count,
+                "price": self.price.as_json() if self.price else None,
+                "order_ref": self.order_ref}
+
+
+@dataclass(frozen=True)
+class OtherCost:
+    """One other cost (D20), kept apart from the rental."""
+
+    label: str
+    money: Money
+    at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {"label": self.label, "amount": plain_amount(self.money.amount),
+                "currency": self.money.currency, "at": self.at.isoformat()}
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a run is not an accepted result: ``kind`` stopped / rejected / failed / unjudged."""
+
+    run: str
+    kind: str
+    reason: str
+    rule: str | None = None  # stopped: the rule that stopped it
+    step: int | None = None  # stopped: at which step, when recorded
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"run": self.run, "kind": self.kind, "reason": self.reason}
+        if self.kind == "stopped":
+            out["rule"] = self.rule
+            if self.step is not None:
+                out["step"] = self.step
+        return out
+
+
+@dataclass(frozen=True)
+class EarlierAttempt:
+    """An attempt a later one replaced (D15: it keeps its reason and stays a cost)."""
+
+    run: str
+    attempt: int
+    of: int
+    started: datetime | None
+    ended: datetime | None
+    outcome: str
+    reason: str
+    rule: str | None
+    step: int | None
+    gpu_hours: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"run": self.run, "attempt": self.attempt, "of": self.of,
+                "started": self.started.isoformat() if self.started else None,
+                "ended": self.ended.isoformat() if self.ended else None,
+                "outcome": self.outcome, "reason": self.reason, "rule": self.rule,
+                "step": self.step, "gpu_hours": self.gpu_hours}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The close's money view (D20, D21). Amounts are exact :class:`Money`; where a
+    figure is unknown it is None and a sentence says why (never 0)."""
+
+    campaign: str
+    package: PackageTerms
+    committed: Money | None  # None: the offer's price is unknown
+    committed_note: str | None  # why it is unknown
+    other_costs: tuple[OtherCost, ...]
+    other_costs_total: tuple[Money, ...]  # one per currency, never mixed
+    cost_incurred: tuple[Money, ...] | None  # None: the package price is unknown
+    accepted_runs: Mapping[str, tuple[str, ...]]  # accepted result id -> its runs (D21)
+    overrides: Mapping[str, str]  # run accepted although its checks failed -> the note
+    share_per_accepted: Money | None
+    # Why the share is undefined, in one sentence (None: it is defined); the JSON's
+    # ``undefined_reason`` adds SEE_BELOW when no result is accepted.
+    share_undefined: str | None
+    rejections: tuple[Rejection, ...]
+    gpu_hours: Mapping[str, float]
+    earlier_attempts: tuple[EarlierAttempt, ...]
+
+    @property
+    def accepted(self) -> int:
+        return len(self.accepted_runs)
+
+    @property
+    def accepted_results(self) -> tuple[str, ...]:
+        return tuple(self.accepted_runs)
+
+    @property
+    def undefined_reason(self) -> str | None:
+        if self.share_undefined is None:
+            return None
+        return self.share_undefined + (SEE_BELOW if self.accepted == 0 else "")
+
+    @property
+    def committed_label(self) -> str:
+        """The committed amount in words, or that the price is unknown (never 0)."""
+        return str(self.committed) if self.committed is not None else \
+            "price unknown (state it)"
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON shape of ``cockpit budget --json`` and the Snapshot's ``budget``."""
+        return {
+            "campaign": self.campaign, "package": self.package.as_json(),
+            "committed": self.committed.as_json() if self.committed is not None else None,
+            "committed_note": self.committed_note,
+            "other_costs": [c.as_json() for c in self.other_costs],
+            "other_costs_total": [m.as_json() for m in self.other_costs_total],
+            "cost_incurred": None if self.cost_incurred is None
+            else [m.as_json() for m in self.cost_incurred],
+            "accepted": self.accepted, "accepted_results": list(self.accepted_results),
+            "accepted_runs": {rid: list(runs) for rid, runs in self.accepted_runs.items()},
+            "overrides": dict(self.overrides),
+            "share_per_accepted": self.share_per_accepted.as_json()
+            if self.share_per_accepted is not None else None,
+            "undefined_reason": self.undefined_reason,
+            "rejections": [r.as_json() for r in self.rejections],
+            "gpu_hours": dict(self.gpu_hours),
+            "earlier_attempts": [e.as_json() for e in self.earlier_attempts],
+        }
 
 
 def _hours(seconds: float) -> float:
@@ -50,9 +195,9 @@ def accepted_results(campaign: Campaign, state: CampaignState) -> dict[str, list
     return dict(sorted(results.items()))
 
 
-def rejections(campaign: Campaign, state: CampaignState) -> list[dict[str, Any]]:
+def rejections(campaign: Campaign, state: CampaignState) -> tuple[Rejection, ...]:
     """Every reason a run is not an accepted result: rejected, stopped, failed, unjudged."""
-    out: list[dict[str, Any]] = []
+    out: list[Rejection] = []
     for run_id, run in state.runs.items():
         spec = campaign.runs.get(run_id)
         if spec is not None and not spec.produces_result:
@@ -60,23 +205,19 @@ def rejections(campaign: Campaign, state: CampaignState) -> list[dict[str, Any]]
         if run.stop is not None or run.state == STOPPED:
             stop = run.stop
             reason = stop.reason if stop and stop.reason else "stopped (no reason recorded)"
-            entry: dict[str, Any] = {"run": run_id, "kind": "stopped", "reason": reason,
-                                     "rule": stop.rule if stop else None}
-            if stop is not None and stop.step is not None:
-                entry["step"] = stop.step
-            out.append(entry)
+            out.append(Rejection(run_id, "stopped", reason, stop.rule if stop else None,
+                                 stop.step if stop else None))
         elif run.verdict == "rejected":
-            out.append({"run": run_id, "kind": "rejected",
-                        "reason": run.verdict_reason or "rejected (no reason recorded)"})
+            out.append(Rejection(run_id, "rejected",
+                                 run.verdict_reason or "rejected (no reason recorded)"))
         elif run.state == FAILED:
             code = run.exit_code
-            out.append({"run": run_id, "kind": "failed",
-                        "reason": f"exit code {code}" if code is not None
-                        else "ended without an exit code"})
+            out.append(Rejection(run_id, "failed", f"exit code {code}" if code is not None
+                                 else "ended without an exit code"))
         elif run.state == SUCCEEDED and run.verdict is None:
-            out.append({"run": run_id, "kind": "unjudged",
-                        "reason": "finished, but not yet accepted or rejected"})
-    return out
+            out.append(Rejection(run_id, "unjudged",
+                                 "finished, but not yet accepted or rejected"))
+    return tuple(out)
 
 
 def _attempt_gpus(campaign: Campaign, run_id: str, attempt: Attempt) -> int:
@@ -117,10 +258,10 @@ def gpu_hours(campaign: Campaign, state: CampaignState, now: datetime) -> dict[s
 
 
 def earlier_attempts(campaign: Campaign, state: CampaignState,
-                     now: datetime) -> list[dict[str, Any]]:
+                     now: datetime) -> tuple[EarlierAttempt, ...]:
     """Every attempt a later one replaced: how it ended, why, and the GPU-hours it held
     (D15: a stopped attempt keeps its reason and stays a cost)."""
-    out: list[dict[str, Any]] = []
+    out: list[EarlierAttempt] = []
     for run_id, run in state.runs.items():
         attempts = run.attempts()
         for i, attempt in enumerate(attempts[:-1]):
@@ -132,74 +273,69 @@ def earlier_attempts(campaign: Campaign, state: CampaignState,
                 reason = f"failed (exit code {attempt.exit_code})"
             else:
                 reason = attempt.state.replace("_", " ")
-            out.append({"run": run_id, "attempt": i + 1, "of": len(attempts),
-                        "started": attempt.started_at.isoformat() if attempt.started_at
-                        else None,
-                        "ended": attempt.ended_at.isoformat() if attempt.ended_at else None,
-                        "outcome": "stopped" if stop is not None else attempt.state,
-                        "reason": reason, "rule": stop.rule if stop else None,
-                        "step": stop.step if stop else None,
-                        "gpu_hours": _hours(_attempt_seconds(run, i, now)
-                                            * _attempt_gpus(campaign, run_id, attempt))})
-    return out
+            out.append(EarlierAttempt(
+                run_id, i + 1, len(attempts), attempt.started_at, attempt.ended_at,
+                "stopped" if stop is not None else attempt.state, reason,
+                stop.rule if stop else None, stop.step if stop else None,
+                _hours(_attempt_seconds(run, i, now)
+                       * _attempt_gpus(campaign, run_id, attempt))))
+    return tuple(out)
 
 
-def budget(campaign: Campaign, state: CampaignState, now: datetime) -> dict[str, Any]:
-    """The close's money view as plain JSON (amounts as exact strings)."""
+def _money_totals(costs: tuple[OtherCost, ...], committed: Money | None
+                  ) -> tuple[dict[str, Money], dict[str, Money]]:
+    """The other costs per currency, and the cost incurred: the package (when its price
+    is known) plus the other costs, per currency, never mixed."""
+    totals: dict[str, Money] = {}
+    for c in costs:
+        prior = totals.get(c.money.currency, Money(Decimal(0), c.money.currency))
+        totals[c.money.currency] = prior + c.money
+    incurred = dict(totals)
+    if committed is not None:
+        prior = incurred.get(committed.currency, Money(Decimal(0), committed.currency))
+        incurred[committed.currency] = prior + committed
+    return totals, incurred
+
+
+def budget_of(campaign: Campaign, state: CampaignState, now: datetime) -> Budget:
+    """The close's money view, typed (the faces read it field by field)."""
     pkg = campaign.package
     committed = pkg.cost
     committed_note = None
     if committed is None:
         committed_note = (f"the price of offer {pkg.offer.id} is unknown: state it in the "
                           "campaign file (offers: - id: ..., price: ...); it is not 0")
-    others = [{"label": c.label, "amount": plain_amount(c.money.amount),
-               "currency": c.money.currency, "at": c.at.isoformat()} for c in state.costs]
-    other_totals: dict[str, Money] = {}
-    for c in state.costs:
-        prior = other_totals.get(c.money.currency, Money(Decimal(0), c.money.currency))
-        other_totals[c.money.currency] = prior + c.money
-
-    # Cost incurred: the package (when known) plus other costs, per currency, never mixed.
-    incurred: dict[str, Money] = dict(other_totals)
-    if committed is not None:
-        prior = incurred.get(committed.currency, Money(Decimal(0), committed.currency))
-        incurred[committed.currency] = prior + committed
-
+    others = tuple(OtherCost(c.label, c.money, c.at) for c in state.costs)
+    other_totals, incurred = _money_totals(others, committed)
     results = accepted_results(campaign, state)
-    count = len(results)
     share = None
     undefined = None
-    if count == 0:
+    if not results:
         undefined = ("no accepted result: the rental share per accepted result is undefined "
-                     "(D21); see the cost incurred and the reasons below")
+                     "(D21)")
     elif committed is None:
         undefined = "the package price is unknown, so the share per accepted result is too"
     else:
-        share = committed.split(count)
+        share = committed.split(len(results))
+    return Budget(
+        campaign=campaign.id,
+        package=PackageTerms(pkg.offer.id, pkg.offer.gpu, pkg.offer.gpus, pkg.offer.days,
+                             pkg.count, pkg.offer.price, pkg.order_ref),
+        committed=committed, committed_note=committed_note, other_costs=others,
+        other_costs_total=tuple(other_totals.values()),
+        cost_incurred=None if committed is None else tuple(incurred.values()),
+        accepted_runs={rid: tuple(runs) for rid, runs in results.items()},
+        overrides={run_id: run.verdict_reason or "" for run_id, run in state.runs.items()
+                   if run.verdict == "accepted" and run.verdict_override
+                   and any(run_id in runs for runs in results.values())},
+        share_per_accepted=share, share_undefined=undefined,
+        rejections=rejections(campaign, state), gpu_hours=gpu_hours(campaign, state, now),
+        earlier_attempts=earlier_attempts(campaign, state, now))
 
-    return {
-        "campaign": campaign.id,
-        "package": {"offer": pkg.offer.id, "gpu": pkg.offer.gpu, "gpus": pkg.offer.gpus,
-                    "days": pkg.offer.days, "count": pkg.count,
-                    "price": pkg.offer.price.as_json() if pkg.offer.price else None,
-                    "order_ref": pkg.order_ref},
-        "committed": committed.as_json() if committed is not None else None,
-        "committed_note": committed_note,
-        "other_costs": others,
-        "other_costs_total": [m.as_json() for m in other_totals.values()],
-        "cost_incurred": None if committed is None else [m.as_json() for m in incurred.values()],
-        "accepted": count,
-        "accepted_results": list(results),
-        "accepted_runs": {rid: runs for rid, runs in results.items()},
-        "overrides": {run_id: run.verdict_reason or "" for run_id, run in state.runs.items()
-                      if run.verdict == "accepted" and run.verdict_override
-                      and any(run_id in runs for runs in results.values())},
-        "share_per_accepted": share.as_json() if share is not None else None,
-        "undefined_reason": undefined,
-        "rejections": rejections(campaign, state),
-        "gpu_hours": gpu_hours(campaign, state, now),
-        "earlier_attempts": earlier_attempts(campaign, state, now),
-    }
+
+def budget(campaign: Campaign, state: CampaignState, now: datetime) -> dict[str, Any]:
+    """The close's money view as plain JSON (amounts as exact strings)."""
+    return budget_of(campaign, state, now).as_json()
 
 
 def render_budget(data: dict[str, Any]) -> str:

@@ -11,43 +11,41 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
-import cockpit.engine.readiness as readiness
-from cockpit.campaign.model import Campaign, MetricCheck, StopRule
-from cockpit.close.budget import budget
+from cockpit.campaign.model import Campaign
+from cockpit.close.budget import budget_of
 from cockpit.close.conclusion import conclude
-from cockpit.common.printable import is_printable, printable
+from cockpit.common.printable import printable
+from cockpit.engine.affordances import (
+    export_action,
+    log_paths,
+    marks_offered,
+    stage_stop_allowed,
+    start_allowed,
+)
+from cockpit.engine.build_runs import NO_INTERVAL, rule_views, run_views, shown
+from cockpit.engine.readiness import stage_status
 from cockpit.engine.snapshot import (
-    CheckpointView,
     EventLine,
     MachineView,
-    RuleView,
-    RunView,
+    Slot,
     Snapshot,
     StageView,
     WindowView,
 )
-from cockpit.engine.timebase import parse_t
-from cockpit.journal.fold import DONE, NOT_STARTED, RUNNING, CampaignState, RunState
+from cockpit.journal.fold import DONE, RUNNING, CampaignState
 from cockpit.journal.log import JournalProblem
 from cockpit.planning.deadline import closing_times, expected_export_bytes, retrieve_by
-from cockpit.planning.forecast import forecast
-from cockpit.planning.schedule import no_options_reason
-from cockpit.runs.blind import (
-    BLIND,
-    WAITING,
-    conclusion_runs,
-    declared_sources,
-    stream_blind,
-    watches_metric,
-)
-from cockpit.runs.checkpoints.discovery import CheckpointScan, interval_advice
-from cockpit.runs.metrics.progress import progress_of
-from cockpit.runs.metrics.stream import MetricPoint, MetricStream
-from cockpit.runs.rules import span, stall_limit, step_interval
+from cockpit.planning.forecast import Forecast, forecast
+from cockpit.planning.schedule import no_options_reason, schedule
+from cockpit.runs.blind import BLIND, conclusion_runs, declared_sources, stream_blind
+from cockpit.runs.checkpoints.discovery import CheckpointScan
+from cockpit.runs.metrics.progress import progress_of, reported_progress
+from cockpit.runs.metrics.stream import MetricStream
 from cockpit.telemetry import GpuReading, HostInfo
+
+__all__ = ["NO_INTERVAL", "Observations", "build_snapshot", "progress_of", "reported_progress"]
 
 
 @dataclass(frozen=True)
@@ -73,16 +71,6 @@ class Observations:
 
 
 
-def _text(value: str | None) -> str | None:
-    """A reason, a rule name, a note: journal text, shown on every face (printable)."""
-    return None if value is None else printable(value)
-
-
-def _named(latest: Mapping[str, float]) -> dict[str, float]:
-    """A run's latest values; its metric names come from the run (made printable)."""
-    return {name if is_printable(name) else printable(name, 100): value
-            for name, value in latest.items()}
-
 def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                    now: datetime) -> Snapshot:
     pkg = campaign.package
@@ -100,76 +88,6 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         verdict=fc.verdict, retrieval_deadline=deadline,
         options=tuple(o.describe() for o in fc.options), pilot_ratio=fc.pilot_ratio,
         pilot_note=fc.pilot_note)
-
-    stages = []
-    for stage in campaign.stages:
-        st = state.stages[stage.id]
-        status = readiness.stage_status(campaign, state, stage)
-        prog = progress.get(stage.id) if status == RUNNING else None
-        eta = fc.stage_end.get(stage.id) if status == RUNNING else None
-        decision = None
-        if stage.decision_point:
-            made = state.decisions.get(stage.id)
-            decision = made.outcome if made else ("pending" if st.state == DONE else None)
-        stages.append(StageView(
-            id=stage.id, state=status, category=stage.category,
-            resource=stage.resource_label,
-            planned_s=obs.decided_planned_s.get(stage.id, stage.seconds),
-            elapsed_s=st.elapsed_s(now), decision_point=stage.decision_point,
-            started_at=st.started_at, ended_at=st.ended_at, run=stage.run,
-            has_command=stage.command is not None, progress=prog, eta=eta,
-            forecast_end=fc.stage_end.get(stage.id), decision=decision, reason=_text(st.reason),
-            notes=tuple(printable(n) for n in st.notes), exit_code=st.exit_code))
-
-    runs = []
-    for run_id, run in state.runs.items():
-        stream = obs.streams.get(run_id)
-        spec = campaign.runs.get(run_id)
-        planned_stage = campaign.stage_of_run(run_id) if spec else None
-        stale = stream.stale_seconds(now.timestamp()) if stream else None
-        runs.append(RunView(
-            id=run_id, stage=run.stage or (planned_stage.id if planned_stage else None),
-            state=run.state, step=stream.latest_step if stream else None,
-            max_steps=max_steps.get(run_id),
-            metrics=_named(stream.latest) if stream else {}, pid=run.pid, gpus=run.gpus,
-            gpu_memory=obs.gpu_memory.get(run_id), exit_code=run.exit_code,
-            stop_rule=_text(run.stop.rule) if run.stop else None,
-            stop_reason=_text(run.stop.reason) if run.stop else None, verdict=run.verdict,
-            verdict_reason=_text(run.verdict_reason), stale_s=stale,
-            garbage=stream.garbage if stream else 0,
-            result=spec.result_id if spec else run_id, kind=spec.kind if spec else "train",
-            produces_result=spec.produces_result if spec else True,
-            checkpoint=checkpoint_view(campaign, run, obs.checkpoints.get(run_id), now),
-            stalled=stalled_now(campaign, state, run, stream),
-            **progress_fields(campaign, run_id, stream, max_steps.get(run_id), now)))
-
-    rules = []
-    for rule in campaign.stop_rules:
-        for run_id, run in state.runs.items():
-            if not rule.applies_to(run_id):
-                continue
-            hit = next((f for f in state.fired if f.run == run_id and f.rule == rule.id
-                        and f.attempt == run.attempt), None)
-            stream = obs.streams.get(run_id)
-            value = stream.latest.get(rule.metric) if stream and rule.metric else None
-            blind = None if hit or not watches_metric(rule) else stream_blind(
-                rule.metric, run.state, stream, declared_sources(campaign, run_id),
-                strict=bool(rule.runs))
-            if hit:
-                rules.append(RuleView(rule.id, run_id, rule.kind,
-                                      "fired" if hit.action == "stop" else "warn",
-                                      _text(hit.reason), rule.action, rule.metric, hit.value,
-                                      rule.implicit))
-            else:  # unknown is not ok: a metric never seen leaves the rule blind
-                note = stall_note(rule, run, stream) \
-                    if rule.kind == "stalled" and run.state == RUNNING else None
-                # waiting: the run has not started, or a stalled rule has no interval yet
-                state_now = BLIND if blind else WAITING if run.state == NOT_STARTED or \
-                    note == NO_INTERVAL else "ok"
-                rules.append(RuleView(rule.id, run_id, rule.kind, state_now,
-                                      _text(blind) if blind else note, rule.action,
-                                      rule.metric, value, rule.implicit))
-
     none_fits = "" if fc.fits or any(o.fits for o in fc.options) else \
         no_options_reason(campaign, (fc.end - pkg.start).total_seconds() / 3600, fc.options)
     warnings = list(_warnings(campaign, state, obs, fc.verdict, none_fits))
@@ -177,107 +95,67 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
     warnings.extend(obs.telemetry_warnings)
     return Snapshot(
         taken_at=now, campaign=campaign.id, question=campaign.question, offer=pkg.offer.id,
-        count=pkg.count, window=window, stages=tuple(stages), runs=tuple(runs),
-        rules=tuple(rules), pending_decisions=state.pending_decisions,
+        count=pkg.count, window=window, stages=stage_views(campaign, state, obs, fc, progress,
+                                                           now),
+        runs=run_views(campaign, state, obs.streams, obs.checkpoints, obs.gpu_memory,
+                       max_steps, obs.machine, now),
+        rules=rule_views(campaign, state, obs.streams), pending_decisions=state.pending_decisions,
         revised=state.revised, gpus=obs.gpu, host=obs.host,
         warnings=tuple(printable(w) for w in warnings),
-        events=obs.events, auto=obs.auto, budget=budget(campaign, state, now),
-        new_events=obs.new_events, conclusion=_text(conclusion_text(campaign, state, obs.streams)),
-        machine=obs.machine, machines=obs.machines)
+        events=obs.events, auto=obs.auto, budget=budget_of(campaign, state, now),
+        new_events=obs.new_events, conclusion=shown(conclusionshown(campaign, state, obs.streams)),
+        machine=obs.machine, machines=obs.machines,
+        export_action=export_action(campaign, state, obs.machine),
+        schedule=planned_schedule(campaign))
 
 
-NO_INTERVAL = "no interval yet (under 3 steps): cannot tell a stall yet"
+def stage_views(campaign: Campaign, state: CampaignState, obs: Observations, fc: Forecast,
+                progress: Mapping[str, float], now: datetime) -> tuple[StageView, ...]:
+    """Each stage as planned and realized, and what a person may do to it now."""
+    stages = []
+    for stage in campaign.stages:
+        st = state.stages[stage.id]
+        status = stage_status(campaign, state, stage)
+        prog = progress.get(stage.id) if status == RUNNING else None
+        eta = fc.stage_end.get(stage.id) if status == RUNNING else None
+        decision = None
+        if stage.decision_point:
+            made = state.decisions.get(stage.id)
+            decision = made.outcome if made else ("pending" if st.state == DONE else None)
+        mark_as, mark = marks_offered(state, stage, obs.machine, status)
+        stages.append(StageView(
+            id=stage.id, state=status, category=stage.category,
+            resource=stage.resource_label,
+            planned_s=obs.decided_planned_s.get(stage.id, stage.seconds),
+            elapsed_s=st.elapsed_s(now), decision_point=stage.decision_point,
+            started_at=st.started_at, ended_at=st.ended_at, run=stage.run,
+            has_command=stage.command is not None, progress=prog, eta=eta,
+            forecast_end=fc.stage_end.get(stage.id), decision=decision, reason=shown(st.reason),
+            notes=tuple(printable(n) for n in st.notes), exit_code=st.exit_code,
+            start=start_allowed(campaign, state, stage, obs.machine, status),
+            stop=stage_stop_allowed(campaign, state, stage, obs.machine),
+            mark=mark, mark_as=mark_as, log_path=log_paths(st.exit_file)))
+    return tuple(stages)
 
 
-def stall_note(rule: StopRule, run: RunState, stream: MetricStream | None) -> str:
-    """What a stalled rule that holds measures on a run: its median step interval and the
-    limit, or that it has none yet (under three stepped points: never stalled)."""
-    since = run.started_at.timestamp() - 1.0 if run.started_at else None
-    interval = step_interval(stream.recent, since) if stream is not None else None
-    if interval is None:
-        return NO_INTERVAL
-    return f"steps every {span(interval)}, stalled after {span(stall_limit(rule, interval))}"
+# The plan as scheduled, per campaign object (a campaign is loaded once and never changes).
+_SCHEDULES: dict[int, tuple[Campaign, tuple[Slot, ...]]] = {}
 
 
-def stalled_now(campaign: Campaign, state: CampaignState, run: RunState,
-                stream: MetricStream | None) -> str | None:
-    """The reason a stalled rule gave on this attempt, while the run still runs at the
-    step it stalled on (a run that moved again is no longer shown stalled)."""
-    if run.state != RUNNING:
-        return None
-    kinds = {rule.id: rule.kind for rule in campaign.stop_rules}
-    for hit in state.fired:
-        if hit.run == run.id and hit.attempt == run.attempt \
-                and kinds.get(hit.rule) == "stalled" \
-                and (stream is None or stream.latest_step == hit.step):
-            return _text(hit.reason)
-    return None
+def planned_schedule(campaign: Campaign) -> tuple[Slot, ...]:
+    """The plan's slots as ordered (``cockpit plan``'s schedule): the timeline's plan lane.
+    A pure function of the campaign, remembered for the last few campaigns seen."""
+    held = _SCHEDULES.get(id(campaign))
+    if held is not None and held[0] is campaign:
+        return held[1]
+    slots = tuple(schedule(campaign.stages, campaign.package.offer.gpus))
+    if len(_SCHEDULES) >= 8:
+        _SCHEDULES.clear()
+    _SCHEDULES[id(campaign)] = (campaign, slots)
+    return slots
 
 
-RATE_WINDOW_S = 60.0  # throughput over the last minute of reports (or the last 50 points)
-
-
-def watched_metrics(campaign: Campaign, run_id: str) -> tuple[str, ...]:
-    """The metrics of the run's acceptance checks, then those of its stop rules."""
-    names: list[str] = []
-    spec = campaign.runs.get(run_id)
-    for check in spec.acceptance if spec else ():
-        if isinstance(check, MetricCheck) and check.metric not in names:
-            names.append(check.metric)
-    for rule in campaign.stop_rules:
-        if rule.metric and rule.applies_to(run_id) and rule.metric not in names:
-            names.append(rule.metric)
-    return tuple(names)
-
-
-def key_metric_of(latest: Mapping[str, float], watched: tuple[str, ...]) -> str | None:
-    """The loss when the run reports one (``loss``, else the first ``*loss*``), else the
-    first watched metric it reports, else the first it reports at all."""
-    if "loss" in latest:
-        return "loss"
-    for name in latest:
-        if "loss" in name.lower():
-            return name
-    for name in watched:
-        if name in latest:
-            return name
-    return next((n for n in latest if n != "max_steps"), None)
-
-
-def throughput(points: Iterable[MetricPoint]) -> float | None:
-    """Steps per second between the newest point and the oldest of the last minute
-    (at most 50 points back); None without two timed, stepped points."""
-    newest: MetricPoint | None = None
-    oldest: MetricPoint | None = None
-    for seen, p in enumerate(points):
-        if p.step is None or p.t is None:
-            continue
-        if newest is None:
-            newest = p
-            continue
-        if seen > 50 or newest.t is None or p.t < newest.t - RATE_WINDOW_S:
-            break
-        oldest = p
-    if newest is None or oldest is None or newest.t is None or oldest.t is None:
-        return None
-    dt, ds = newest.t - oldest.t, (newest.step or 0) - (oldest.step or 0)
-    return ds / dt if dt > 0 and ds > 0 else None
-
-
-def progress_fields(campaign: Campaign, run_id: str, stream: MetricStream | None,
-                    max_steps: int | None, now: datetime) -> dict[str, Any]:
-    watched = watched_metrics(campaign, run_id)
-    if stream is None:
-        return {"watched": watched}
-    rate = throughput(reversed(stream.recent))
-    eta = None
-    if rate and max_steps and stream.latest_step is not None:
-        eta = now + timedelta(seconds=max(max_steps - stream.latest_step, 0) / rate)
-    return {"watched": watched, "key_metric": key_metric_of(stream.latest, watched),
-            "rate": rate, "eta": eta, "points": tuple(stream.recent)}
-
-
-def conclusion_text(campaign: Campaign, state: CampaignState,
+def conclusionshown(campaign: Campaign, state: CampaignState,
                     streams: Mapping[str, MetricStream]) -> str | None:
     """The conclusion rule applied to the accepted results so far (None: no rule)."""
     spec = campaign.conclusion
@@ -300,43 +178,6 @@ def blind_note(campaign: Campaign, state: CampaignState,
              and (why := stream_blind(spec.metric, run.state, streams.get(run_id),
                                       declared_sources(campaign, run_id)))]
     return f" ({BLIND}: " + "; ".join(blind) + ")" if blind else ""
-
-
-def checkpoint_view(campaign: Campaign, run: RunState, view: CheckpointScan | None,
-                    now: datetime) -> CheckpointView | None:
-    if view is None:
-        return None
-    newest = view.newest
-    verified = None
-    verified_age = None
-    if run.verified:
-        last = run.verified[-1]
-        why = last.get("summary") or last.get("error")
-        verified = "ok" if last.get("ok") else f"failed: {why}"
-        verified_age = (now - parse_t(last)).total_seconds()
-    save = view.typical_save_seconds
-    advice = None
-    interval = typical_interval(view)
-    spec = campaign.runs.get(run.id)
-    if save and interval:
-        tolerable = (spec.tolerable_loss_s if spec and spec.tolerable_loss_s
-                     else campaign.settings.tolerable_loss_s)
-        advice = interval_advice(save, interval, tolerable, campaign.settings.mtbi_s).message
-    return CheckpointView(
-        path=printable(newest.path) if newest else None,
-        step=newest.step if newest else None,
-        age_s=newest.age_seconds if newest else None,
-        size=newest.size_bytes if newest else None, total_size=view.total_bytes,
-        count=view.complete_count, free_disk=view.free_bytes, save_cost_s=save,
-        verified=_text(verified), verified_age_s=verified_age, advice=advice,
-        in_progress=len(view.in_progress))
-
-
-def typical_interval(view: CheckpointScan) -> float | None:
-    """Median time between successive complete checkpoints (the save interval in use)."""
-    times = sorted(c.mtime for c in view.complete)
-    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False) if b > a)
-    return gaps[len(gaps) // 2] if gaps else None
 
 
 def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,

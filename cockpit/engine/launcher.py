@@ -28,6 +28,7 @@ from typing import Any
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.printable import printable
+from cockpit.engine.affordances import no_command_refusal, start_refusal, stop_refusal
 from cockpit.engine.history import History
 from cockpit.engine.intents import (
     EscalateStop,
@@ -38,11 +39,11 @@ from cockpit.engine.intents import (
     StopRun,
 )
 from cockpit.engine.ports import JournalView, Supervisor
-from cockpit.engine.readiness import resource_holder, restart_refusal, stage_status, unmet_after
+from cockpit.engine.readiness import resource_holder, stage_status
 from cockpit.engine.recorder import record_plan
 from cockpit.engine.scope import Scope
 from cockpit.journal.fields import Event
-from cockpit.journal.fold import DROPPED, FAILED, RUNNING, SKIPPED, CampaignState
+from cockpit.journal.fold import FAILED, RUNNING, CampaignState
 from cockpit.journal.log import JournalError
 from cockpit.runs.env_record import record_environment
 from cockpit.runs.rules import Firing, rules_hash
@@ -142,9 +143,8 @@ class Launcher:
         """Launch a stage's command detached and journal it (claimed under the lock; see
         the module text). ``auto``: only when the stage is still ready."""
         stage = self.scope.stage(stage_id)
-        if stage.command is None:
-            raise ActionRefused(f"stage {stage_id!r} has no command: mark it with "
-                                f"`cockpit mark FILE {stage_id} started|done`")
+        if refusal := no_command_refusal(stage):
+            raise ActionRefused(refusal)
         self.scope.refuse_other_machine(stage, "start")
         now = now or self.time.clock.now()
         with self.history.journal.transaction() as txn:
@@ -161,25 +161,9 @@ class Launcher:
     def _refuse_start(self, state: CampaignState, stage: Stage, force: bool) -> bool:
         """Why the stage may not start now (raised); True when ``force`` overrides a
         resource held by another stage (journaled as forced)."""
-        st = state.stages[stage.id]
-        if st.state == RUNNING and st.claim is not None:
-            raise ActionRefused(f"stage {stage.id!r} is being launched (claim #{st.claim}): "
-                                "the next tick records its process")
-        if st.state == RUNNING:
-            raise ActionRefused(f"stage {stage.id!r} is already running (pid {st.pid})")
-        if st.state in (DROPPED, SKIPPED):
-            raise ActionRefused(f"stage {stage.id!r} was {st.state}")
-        refusal = restart_refusal(state, stage)
-        if refusal and not force:
+        if refusal := start_refusal(state, stage, self.campaign, force=force):
             raise ActionRefused(printable(refusal))
-        waits_for = unmet_after(self.campaign, state, stage)
-        if waits_for and not force:
-            raise ActionRefused(f"stage {stage.id!r} waits for {', '.join(waits_for)}; "
-                                "--force starts it anyway")
-        holder = resource_holder(self.campaign, state, stage)
-        if holder and not force:
-            raise ActionRefused(f"stage {stage.id!r} needs {holder[1]}, which stage "
-                                f"{holder[0]!r} holds (D6); --force overrides")
+        holder = resource_holder(self.campaign, state, stage)  # journaled: forced over it
         return bool(holder and force)
 
     def _params_hash(self, state: CampaignState, stage: Stage) -> str | None:
@@ -333,11 +317,9 @@ class Launcher:
         with self.history.journal.transaction() as txn:
             state = self.history.fold_locked(txn.events, now)
             run = state.runs.get(run_id)
-            if run is None or run.state != RUNNING:
-                raise ActionRefused(f"run {run_id!r} is not running")
-            if run.stop is not None:
-                raise ActionRefused(f"run {run_id!r} is already being stopped "
-                                    f"({run.stop.reason})")
+            if refusal := stop_refusal(run_id, run):
+                raise ActionRefused(refusal)
+            assert run is not None
             why = self.supervisor.unproven(run.pid, run.pgid, run.create_time, run.marker)
             if why is not None and self.supervisor.alive(run.pid, None):
                 # Something lives under that pid, but nothing proves it is the run: a

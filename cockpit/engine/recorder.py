@@ -18,6 +18,7 @@ from typing import Any
 from cockpit.campaign.model import Campaign, Run
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.units import other_cost, plain_amount
+from cockpit.engine.affordances import judge_refusal, mark_refusal, no_result_refusal
 from cockpit.engine.clockwatch import ClockJump
 from cockpit.engine.history import History
 from cockpit.engine.ports import JournalView
@@ -26,12 +27,8 @@ from cockpit.journal.fields import Event
 from cockpit.journal.fold import (
     DONE,
     DROPPED,
-    FAILED,
     PENDING,
     RUNNING,
-    SKIPPED,
-    STOPPED,
-    SUCCEEDED,
     CampaignState,
     RunState,
 )
@@ -160,24 +157,14 @@ class Recorder:
         spec = self.campaign.runs.get(run_id)
         if spec is None:
             raise InputError(f"{self.campaign.path}: no run {run_id!r}")
-        if not spec.produces_result:
-            raise ActionRefused(f"run {run_id!r} produces no result (result: none — a data "
-                                "check, pilot or resume check measures or decides): it needs "
-                                "no verdict (D21)")
+        if refusal := no_result_refusal(self.campaign, run_id):
+            raise ActionRefused(refusal)
         return spec
 
     @staticmethod
     def _judgeable(run_id: str, run: RunState, *, rejecting: bool = False) -> None:
-        if run.state == STOPPED or run.stop is not None:
-            why = run.stop.reason if run.stop else "stopped"
-            raise ActionRefused(f"run {run_id!r} was stopped ({why}): a stopped run is "
-                                "never an accepted result (D15)")
-        if run.state == RUNNING:
-            raise ActionRefused(f"run {run_id!r} is still running")
-        if run.state == FAILED and not rejecting:
-            raise ActionRefused(f"run {run_id!r} failed (exit code {run.exit_code})")
-        if run.state not in (SUCCEEDED, FAILED):
-            raise ActionRefused(f"run {run_id!r} has not run")
+        if refusal := judge_refusal(run_id, run, rejecting=rejecting):
+            raise ActionRefused(refusal)
 
     # ------------------------------------------------------------------ notes & costs
     def note(self, stage_id: str, text: str, now: datetime | None = None) -> Event:
@@ -211,9 +198,8 @@ class Recorder:
             state = self.history.fold_locked(txn.events, now)
             st = state.stages[stage_id]
             record_plan(txn, self.campaign, state, now)
-            if st.state == RUNNING and not st.manual:
-                raise ActionRefused(f"stage {stage_id!r} runs under the cockpit (pid {st.pid}): "
-                                    "it finishes by itself, or `cockpit stop` it")
+            if refusal := mark_refusal(state, stage, what):
+                raise ActionRefused(refusal)
             fields = {"stage": stage_id, "actor": self.actor}
             written: list[Event] = []
             for kind, extra in self._mark_events(stage_id, st.state, what, note):
@@ -224,23 +210,14 @@ class Recorder:
 
     def _mark_events(self, stage_id: str, now_state: str, what: str, note: str | None
                      ) -> list[tuple[str, dict[str, Any]]]:
-        """The events a mark writes, or why it may not (raised)."""
+        """The events a mark writes (:func:`mark_refusal` said it may)."""
         stage = self.campaign.stage(stage_id)
         start = ("stage_started", {"manual": True, "run": stage.run})
         if what == "started":
-            if now_state == RUNNING:
-                raise ActionRefused(f"stage {stage_id!r} is already started")
             return [start]
         if what == "done":
-            if now_state in (DONE, SKIPPED, DROPPED):
-                raise ActionRefused(f"stage {stage_id!r} is already {now_state}")
             finish = ("stage_finished", {"outcome": DONE, "manual": True})
             return [finish] if now_state == RUNNING else [start, finish]
-        if stage.category == "essential":
-            raise ActionRefused(f"stage {stage_id!r} is essential and cannot be skipped "
-                                "(D3); record a `revise` decision instead")
-        if now_state not in (PENDING,):
-            raise ActionRefused(f"stage {stage_id!r} is {now_state}, not pending")
         return [("stage_skipped", {"note": note})]
 
     # ------------------------------------------------------------------ decisions (D4)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.common.errors import ActionRefused, InputError
+from cockpit.engine.affordances import machine_refusal
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,8 @@ class Scope:
                          "give it `run: ID` to supervise and stop it")
 
     def refuse_other_machine(self, stage: Stage, what: str) -> None:
-        if stage.machine != self.machine:
-            here = "cockpit fleet (no machine)" if self.machine is None \
-                else f"this cockpit is machine {self.machine}"
-            raise ActionRefused(
-                f"stage {stage.id!r} runs on machine {stage.machine} and {here}: {what} it "
-                f"there (`--machine {stage.machine}` or COCKPIT_MACHINE={stage.machine}), "
-                f"or from anywhere with `cockpit fleet FILE {what} ...`")
+        if refusal := machine_refusal(stage, self.machine, what):
+            raise ActionRefused(refusal)
 
     def refuse_other_run(self, run_id: str, what: str) -> None:
         """A verdict or a verification is written by the run's own machine (the

@@ -3,6 +3,11 @@
 Plain frozen dataclasses plus :func:`snapshot_json`, the full JSON shape of
 ``cockpit status --json``. (The headless status log writes a compact form of its
 own: :mod:`cockpit.headless.status_log`.)
+
+The Snapshot also says what a person may do now (:class:`Allowed` per run and stage, the
+export key's :class:`ExportAction`), computed by :mod:`cockpit.engine.affordances`, the
+predicates the engine's actions enforce: a face offers what it says, and shows why not.
+Every type a face names is importable from here, so a face needs nothing below the engine.
 """
 
 from __future__ import annotations
@@ -13,8 +18,58 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cockpit.close.budget import Budget, EarlierAttempt, OtherCost, PackageTerms, Rejection
+from cockpit.common.units import Money
+from cockpit.planning.schedule import Slot
+from cockpit.runs.blind import BLIND, BLIND_MARK, WAITING
 from cockpit.runs.metrics.values import MetricPoint
 from cockpit.telemetry import GpuReading, HostInfo, gpu_json, host_json
+
+# Re-exported: the types and words a face names (a face imports nothing below the engine).
+__all__ = [
+    "BLIND", "BLIND_MARK", "WAITING", "Allowed", "Budget", "CheckpointView", "EarlierAttempt",
+    "EventLine", "ExportAction", "GpuReading", "HostInfo", "LogPaths", "MachineView",
+    "MetricPoint", "Money", "OtherCost", "PackageTerms", "Rejection", "RuleView", "RunView",
+    "Slot", "Snapshot", "StageView", "WindowView", "snapshot_json",
+]
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """Whether an action is offered now, and why not (empty when it is). ``ok`` implies
+    the engine's action would not refuse it on what the journal says (a check that needs
+    the process table or a file, like a live process or a changed params file, is still
+    the action's own); every refusal of the action is ``ok=False`` with its words."""
+
+    ok: bool
+    why_not: str = ""
+
+
+ALLOWED = Allowed(True)
+# A view built without the engine's predicates (a test's hand-made view): never offered.
+UNKNOWN = Allowed(False, "not known")
+
+
+@dataclass(frozen=True)
+class LogPaths:
+    """The current attempt's output files, as the supervisor named them (``.err`` may
+    not exist yet: the face says so)."""
+
+    out: str
+    err: str
+
+
+@dataclass(frozen=True)
+class ExportAction:
+    """What the export key does now. ``kind``: ``start_stage`` (the plan's export stage
+    has a command: start it, with ``force`` when it is not ready), ``export_and_mark``
+    (a manual export stage: export, then mark it done), ``export`` (no export stage, or
+    it has ended: a plain export) or ``none`` (refused: ``allowed.why_not`` says why)."""
+
+    kind: str
+    stage: str | None = None
+    force: bool = False
+    allowed: Allowed = ALLOWED
 
 
 @dataclass(frozen=True)
@@ -52,6 +107,12 @@ class StageView:
     reason: str | None = None
     notes: tuple[str, ...] = ()
     exit_code: int | None = None
+    # What a person may do to the stage now (the engine's own refusals when not).
+    start: Allowed = UNKNOWN
+    stop: Allowed = UNKNOWN
+    mark: Allowed = UNKNOWN
+    mark_as: tuple[str, ...] = ()  # the marks offered: ("started", "done") or ("done",)
+    log_path: LogPaths | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +162,11 @@ class RunView:
     produces_result: bool = True  # False: a data check, pilot or resume check (no verdict)
     # A stalled rule's reason while the run still sits at the step it stalled on.
     stalled: str | None = None
+    # What a person may do to the run now (a data check or pilot is never judged, D21).
+    accept: Allowed = UNKNOWN
+    reject: Allowed = UNKNOWN
+    stop: Allowed = UNKNOWN
+    log_path: LogPaths | None = None  # its current attempt's output
     # The run's recent points (bounded by the stream's deque): sparklines and the chart.
     points: tuple[MetricPoint, ...] = field(default=(), compare=False, repr=False)
 
@@ -174,7 +240,7 @@ class Snapshot:
     warnings: tuple[str, ...]
     events: tuple[EventLine, ...]
     auto: bool = False
-    budget: dict[str, Any] | None = None
+    budget: Budget | None = None
     # Journal events first seen since the previous snapshot (on the first one: the whole
     # journal, each marked ``earlier``). Faces print, toast or ring for these.
     new_events: tuple[EventLine, ...] = ()
@@ -184,6 +250,9 @@ class Snapshot:
     # Which machine this cockpit is (None: `cockpit fleet`) and the others (D12).
     machine: int | None = 1
     machines: tuple[MachineView, ...] = ()
+    # What the export key does now, and the plan's schedule (the timeline's plan lane).
+    export_action: ExportAction = ExportAction("none", allowed=UNKNOWN)
+    schedule: tuple[Slot, ...] = ()
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)
@@ -225,44 +294,8 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
             "verdict": w.verdict, "fits": w.forecast_slack_s >= 0, "options": list(w.options),
             "pilot_ratio": w.pilot_ratio, "pilot_note": w.pilot_note,
         },
-        "stages": [
-            {
-                "id": s.id, "state": s.state, "category": s.category, "resource": s.resource,
-                "planned_s": s.planned_s, "elapsed_s": round(s.elapsed_s, 1),
-                "started_at": json_time(s.started_at), "ended_at": json_time(s.ended_at),
-                "decision_point": s.decision_point, "decision": s.decision, "run": s.run,
-                "progress": s.progress, "eta": json_time(s.eta),
-                "forecast_end": json_time(s.forecast_end), "reason": s.reason,
-                "notes": list(s.notes), "exit_code": s.exit_code,
-            }
-            for s in snap.stages
-        ],
-        "runs": [
-            {
-                "id": r.id, "stage": r.stage, "state": r.state, "step": r.step,
-                "max_steps": r.max_steps,
-                "metrics": {k: json_number(v) for k, v in r.metrics.items()},
-                "pid": r.pid, "gpus": list(r.gpus), "gpu_memory": r.gpu_memory,
-                "exit_code": r.exit_code, "stop_rule": r.stop_rule,
-                "stop_reason": r.stop_reason, "verdict": r.verdict,
-                "verdict_reason": r.verdict_reason, "stale_s": r.stale_s,
-                "stalled": r.stalled,
-                "garbage": r.garbage, "result": r.result, "kind": r.kind,
-                "rate": r.rate, "eta": json_time(r.eta), "watched": list(r.watched),
-                "key_metric": r.key_metric,
-                "checkpoint": None if r.checkpoint is None else {
-                    "path": r.checkpoint.path, "step": r.checkpoint.step,
-                    "age_s": r.checkpoint.age_s, "size": r.checkpoint.size,
-                    "total_size": r.checkpoint.total_size, "count": r.checkpoint.count,
-                    "free_disk": r.checkpoint.free_disk,
-                    "save_cost_s": r.checkpoint.save_cost_s,
-                    "verified": r.checkpoint.verified,
-                    "verified_age_s": r.checkpoint.verified_age_s,
-                    "advice": r.checkpoint.advice, "in_progress": r.checkpoint.in_progress,
-                },
-            }
-            for r in snap.runs
-        ],
+        "stages": [stage_json(s) for s in snap.stages],
+        "runs": [run_json(r) for r in snap.runs],
         "rules": [
             {"rule": r.rule, "run": r.run, "kind": r.kind, "state": r.state,
              "reason": r.reason, "action": r.action, "metric": r.metric,
@@ -280,13 +313,62 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
     if snap.gpus.status == "unavailable":
         out["gpu_error"] = snap.gpus.error
     if snap.budget is not None:
-        out["budget"] = snap.budget
+        out["budget"] = snap.budget.as_json()
+    x = snap.export_action
+    out["export_action"] = {"kind": x.kind, "stage": x.stage, "force": x.force,
+                            **allowed_json(x.allowed)}
     if snap.conclusion is not None:
         out["conclusion"] = snap.conclusion
     if snap.machines:
         out["machine"] = snap.machine
         out["machines"] = [machine_json(m) for m in snap.machines]
     return out
+
+
+def stage_json(s: StageView) -> dict[str, Any]:
+    return {
+        "id": s.id, "state": s.state, "category": s.category, "resource": s.resource,
+        "planned_s": s.planned_s, "elapsed_s": round(s.elapsed_s, 1),
+        "started_at": json_time(s.started_at), "ended_at": json_time(s.ended_at),
+        "decision_point": s.decision_point, "decision": s.decision, "run": s.run,
+        "progress": s.progress, "eta": json_time(s.eta),
+        "forecast_end": json_time(s.forecast_end), "reason": s.reason,
+        "notes": list(s.notes), "exit_code": s.exit_code,
+        "may": {"start": allowed_json(s.start), "stop": allowed_json(s.stop),
+                "mark": allowed_json(s.mark), "mark_as": list(s.mark_as)},
+    }
+
+
+def run_json(r: RunView) -> dict[str, Any]:
+    return {
+        "id": r.id, "stage": r.stage, "state": r.state, "step": r.step,
+        "max_steps": r.max_steps,
+        "metrics": {k: json_number(v) for k, v in r.metrics.items()},
+        "pid": r.pid, "gpus": list(r.gpus), "gpu_memory": r.gpu_memory,
+        "exit_code": r.exit_code, "stop_rule": r.stop_rule,
+        "stop_reason": r.stop_reason, "verdict": r.verdict,
+        "verdict_reason": r.verdict_reason, "stale_s": r.stale_s,
+        "stalled": r.stalled,
+        "garbage": r.garbage, "result": r.result, "kind": r.kind,
+        "rate": r.rate, "eta": json_time(r.eta), "watched": list(r.watched),
+        "key_metric": r.key_metric,
+        "may": {"accept": allowed_json(r.accept), "reject": allowed_json(r.reject),
+                "stop": allowed_json(r.stop)},
+        "checkpoint": None if r.checkpoint is None else {
+            "path": r.checkpoint.path, "step": r.checkpoint.step,
+            "age_s": r.checkpoint.age_s, "size": r.checkpoint.size,
+            "total_size": r.checkpoint.total_size, "count": r.checkpoint.count,
+            "free_disk": r.checkpoint.free_disk,
+            "save_cost_s": r.checkpoint.save_cost_s,
+            "verified": r.checkpoint.verified,
+            "verified_age_s": r.checkpoint.verified_age_s,
+            "advice": r.checkpoint.advice, "in_progress": r.checkpoint.in_progress,
+        },
+    }
+
+
+def allowed_json(a: Allowed) -> dict[str, Any]:
+    return {"ok": a.ok, "why_not": a.why_not}
 
 
 def machine_json(m: MachineView) -> dict[str, Any]:

@@ -16,8 +16,7 @@ from cockpit.common.units import (
     format_percent,
     format_rate,
 )
-from cockpit.engine.snapshot import RunView, Snapshot
-from cockpit.runs.blind import BLIND, BLIND_MARK, WAITING
+from cockpit.engine.snapshot import BLIND, BLIND_MARK, WAITING, RunView, Snapshot
 from cockpit.telemetry import format_bytes
 
 STATUS_LINE_LIMIT = 2000  # characters of one line of `cockpit status`

@@ -116,3 +116,43 @@ def test_running_run_counts_hours_until_now(tmp_path):
              attempt=99)
     data = budget(campaign, _state(campaign), NOW)
     assert data["gpu_hours"]["extra"] == 4.0  # 2 h x 2 GPUs, still running at NOW
+
+
+def test_the_typed_budget_carries_d20_d21_figures_worked_by_hand(tmp_path):
+    """The Snapshot's budget: 47.14 USD committed, one other cost of 3.50 kept apart (D20),
+    two accepted results: 47.14 / 2 = 23.57 each (D21), and the JSON unchanged."""
+    from decimal import Decimal
+
+    from cockpit.close.budget import SEE_BELOW, budget_of
+    from cockpit.common.units import Money
+
+    campaign = _campaign(tmp_path)
+    _accept(campaign, "control", "variant-a")
+    typed = budget_of(campaign, _state(campaign), NOW)
+    assert typed.committed == Money(Decimal("47.14"), "USD")
+    assert typed.committed_label == "47.14 USD"
+    assert [(c.label, c.money) for c in typed.other_costs] == [
+        ("extra storage", Money(Decimal("3.50"), "USD"))]
+    assert typed.other_costs_total == (Money(Decimal("3.50"), "USD"),)
+    assert typed.cost_incurred == (Money(Decimal("50.64"), "USD"),)  # 47.14 + 3.50
+    assert typed.accepted == 2 and typed.accepted_results == ("control", "variant-a")
+    assert typed.share_per_accepted == Money(Decimal("23.57"), "USD")
+    assert typed.share_undefined is None and typed.undefined_reason is None
+    assert [(r.run, r.kind, r.rule, r.step) for r in typed.rejections] == [
+        ("variant-b", "stopped", "finite-loss", 3)]
+    assert typed.as_json() == budget(campaign, _state(campaign), NOW)
+    assert SEE_BELOW not in str(typed.as_json())
+
+
+def test_the_typed_budget_says_why_the_share_is_undefined_apart_from_the_pointer(tmp_path):
+    from cockpit.close.budget import SEE_BELOW, budget_of
+
+    campaign = _campaign(tmp_path)
+    typed = budget_of(campaign, _state(campaign), NOW)
+    assert typed.accepted == 0 and typed.share_per_accepted is None
+    # The sentence a panel shows beside the incurred cost, and the JSON's full text.
+    assert typed.share_undefined == ("no accepted result: the rental share per accepted "
+                                     "result is undefined (D21)")
+    assert typed.undefined_reason == typed.share_undefined + SEE_BELOW
+    assert budget(campaign, _state(campaign), NOW)["undefined_reason"] == \
+        typed.undefined_reason
