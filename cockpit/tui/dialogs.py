@@ -2,8 +2,9 @@
 
 Every dialog cancels on Esc and never confirms by it; focus starts on the safe
 choice (No, or the first input). The dialogs only collect answers: the screen's
-flows (:mod:`cockpit.tui.flows`) await them and call the engine. Every title, body and item is shown literally (made printable,
-never parsed as markup): they name runs, notes and reasons.
+flows (:mod:`cockpit.tui.flows`) await them and call the engine. Every title, body
+and item is shown literally (made printable, never parsed as markup): they name runs,
+notes and reasons.
 """
 
 from __future__ import annotations

@@ -11,22 +11,35 @@ What a person may do now comes from :mod:`cockpit.tui.snapshot_gaps`.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from textual import work
 from textual.worker import Worker
 
+from cockpit.engine import Engine
 from cockpit.tui import snapshot_gaps as gaps
 from cockpit.tui.decision import decision_context
 from cockpit.tui.dialogs import ConfirmScreen, DecideScreen, FormScreen, PickScreen
 from cockpit.tui.screens import LogScreen, SnapshotScreen
 
-if TYPE_CHECKING:
-    from cockpit.tui.app import CockpitApp
-
 CANCEL = "n / Esc cancels"
+
+
+class Cockpit(Protocol):
+    """What the flows use of the app (:class:`cockpit.tui.app.CockpitApp`)."""
+
+    engine: Engine
+    lock: threading.Lock
+
+    def act(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run an engine action in the action worker; show what it wrote or why not."""
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """A literal notification."""
 
 
 class FlowScreen(SnapshotScreen):
@@ -37,8 +50,8 @@ class FlowScreen(SnapshotScreen):
         self._flow: Worker[None] | None = None
 
     @property
-    def cockpit(self) -> CockpitApp:
-        return cast("CockpitApp", self.app)
+    def cockpit(self) -> Cockpit:
+        return cast(Cockpit, self.app)
 
     def selected_run(self, candidates: list[str]) -> str | None:
         """The run the person points at (the main screen's runs table): none here."""
@@ -52,7 +65,8 @@ class FlowScreen(SnapshotScreen):
 
     async def confirm(self, title: str, body: str) -> bool:
         """y/n before anything is written; only an explicit y goes on."""
-        return bool(await self.app.push_screen_wait(ConfirmScreen(title, body)))
+        yes: bool = await self.app.push_screen_wait(ConfirmScreen(title, body))
+        return yes
 
     async def pick(self, title: str, items: list[tuple[str, str]]) -> str | None:
         return await self.app.push_screen_wait(PickScreen(title, items)) or None

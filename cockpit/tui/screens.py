@@ -14,10 +14,9 @@ line and in total, and every line is made printable (the bounds are beside the c
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from collections.abc import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rich.style import Style
-
 from textual.widgets import RichLog
 
 from cockpit.engine.snapshot import Snapshot
