@@ -207,7 +207,7 @@ class CockpitApp(App[int]):
 
     def on_snapshot_taken(self, message: SnapshotTaken) -> None:
         self._ticking = False
-        if not self.is_running or not self.screen_stack:
+        if not self.is_running or self.return_code is not None:
             return  # shutting down
         snap = message.snapshot
         self.ticks += 1

@@ -2,8 +2,8 @@
 
 It follows the app's latest Snapshot (:class:`~cockpit.tui.screens.SnapshotScreen`):
 every Snapshot feeds the GPU history and the last fired rule; the panels are drawn in
-place inside ``batch_update`` only while this screen is current (a dialog above it
-pauses the drawing, not the collecting), and again when it is current once more. A
+place inside ``batch_update`` only while this screen is on top (a dialog above it
+pauses the drawing, not the collecting), and again when it is on top once more. A
 panel whose size changed posts :class:`PanelResized`; one redraw follows, however many
 asked. The keys start the flows of :class:`~cockpit.tui.flows.FlowScreen`.
 """
@@ -164,7 +164,7 @@ class CockpitScreen(FlowScreen):
 
     def _redraw(self) -> None:
         self._redraw_pending = False
-        if self.snapshot is not None and self.is_current:
+        if self.snapshot is not None and self.on_top:
             self.update_snapshot(self.snapshot)
 
     # ------------------------------------------------------------------ keys
