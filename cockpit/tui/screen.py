@@ -16,6 +16,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.geometry import Size
 from textual.widgets import Footer
 
 from cockpit.campaign.model import Campaign
@@ -72,6 +73,7 @@ class CockpitScreen(FlowScreen):
         self.last_fired: tuple[str, str] | None = None
         self._available: tuple[bool, ...] = ()
         self._redraw_pending = False
+        self._size_drawn: Size | None = None
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -146,7 +148,11 @@ class CockpitScreen(FlowScreen):
         self.redraw_soon()
 
     def on_resize(self, event: events.Resize) -> None:
-        self.restyle()
+        # Textual also sends a screen its unchanged size (a layout pass): only a new
+        # size of the terminal is worth drawing every panel again (a full frame).
+        if event.size != self._size_drawn:
+            self._size_drawn = event.size
+            self.restyle()
 
     def restyle(self) -> None:
         """Draw every panel anew (the size or the theme changed: colours, widths)."""
