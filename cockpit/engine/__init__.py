@@ -42,7 +42,9 @@ from cockpit.engine.guards import ExitVerdict
 from cockpit.engine.launcher import params_hash
 from cockpit.engine.ports import Clock, SystemClock, utc_now
 from cockpit.journal.events import EVENT_KINDS, describe_event
+from cockpit.journal.log import JournalError
 
 __all__ = ["EVENT_KINDS", "ActionRefused", "Actions", "Clock", "Engine", "ExitVerdict",
-           "InputError", "LocalActions", "SystemClock", "default_samplers", "describe_event",
+           "InputError", "JournalError", "LocalActions", "SystemClock", "default_samplers",
+           "describe_event",
            "machine_from_env", "params_hash", "utc_now"]

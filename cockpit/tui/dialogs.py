@@ -1,9 +1,10 @@
-"""Modal screens: confirmation, pick lists, forms, the decision, help and the timeline.
+"""Modal screens: confirmation, pick lists, forms, the decision, help and options.
 
 Every dialog cancels on Esc and never confirms by it; focus starts on the safe
-choice (No, or the first input). The dialogs only collect answers: the app calls
-the engine with them. Every title, body and item is shown literally (made printable,
-never parsed as markup): they name runs, notes and reasons.
+choice (No, or the first input). The dialogs only collect answers: the screen's
+flows (:mod:`cockpit.tui.flows`) await them and call the engine. Every title, body
+and item is shown literally (made printable, never parsed as markup): they name runs,
+notes and reasons.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -257,22 +258,6 @@ class InfoScreen(ModalScreen[None]):
             with VerticalScroll(classes="info-scroll"):
                 yield Static(literal_block(self._body), id="info-body")
             yield Label("Esc closes", classes="dialog-hint")
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-
-class TimelineScreen(Screen[None]):
-    """The whole rental window full-screen, with each stage's planned and real times."""
-
-    BINDINGS = [Binding("escape,T,w,q", "close", "Back", id="timeline-close")]
-
-    def compose(self) -> ComposeResult:
-        from cockpit.tui.panels import Timeline
-
-        yield Label("Timeline of the rental window — Esc / T goes back", classes="dialog-title")
-        with VerticalScroll():
-            yield Timeline(id="timeline-full")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -1,4 +1,6 @@
-"""Full screens behind a key: the metric chart (``g``) and a run's output (``l``).
+"""Full screens behind a key: the metric chart (``g``), a run's output (``l``) and the
+timeline (``T``), and :class:`SnapshotScreen`, what the main screen and the chart and
+timeline share: they follow the app's latest Snapshot and draw only while current.
 
 The chart uses textual-plotext's ``PlotextPlot`` (plotext drawn by a maintained
 Textual widget: axes, legend, log scale and markers without our own drawing code).
@@ -12,21 +14,23 @@ line and in total, and every line is made printable (the bounds are beside the c
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import ComposeResult, ScreenStackError
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Label, RichLog
 from textual_plotext import PlotextPlot
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.printable import printable
-from cockpit.engine.snapshot import RunView, Snapshot
-from cockpit.tui.panels import thresholds
+from cockpit.engine.snapshot import RunView, Slot, Snapshot
+from cockpit.tui.decision import thresholds
+from cockpit.tui.panels.timeline import Timeline
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
 MARKERS = ("hd", "dot", "+", "x", "o", "*", "fhd", "sd")
@@ -63,7 +67,51 @@ def series(run: RunView, metric: str, log: bool) -> tuple[list[float], list[floa
     return xs, ys
 
 
-class ChartScreen(Screen[None]):
+class SnapshotScreen(Screen[None]):
+    """A screen that shows the app's latest Snapshot: it follows the app's ``snapshot``
+    and draws it while it is on top, and again when it is on top once more. Under a
+    dialog it draws nothing (``is_current`` is true there too: the dialog shows it
+    dimmed), so a modal open for minutes costs no bytes on the wire."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.snapshot: Snapshot | None = None
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "snapshot", self._snapshot_taken)
+
+    def _snapshot_taken(self, snap: Snapshot | None) -> None:
+        if snap is None:
+            return
+        self.snapshot = snap
+        self.snapshot_taken(snap)
+        if self.on_top:
+            self.update_snapshot(snap)
+
+    def on_screen_resume(self) -> None:
+        if self.snapshot is not None:
+            self.call_after_refresh(self._draw_latest)
+
+    def _draw_latest(self) -> None:
+        if self.snapshot is not None and self.on_top:
+            self.update_snapshot(self.snapshot)
+
+    @property
+    def on_top(self) -> bool:
+        """The person looks at this screen: no dialog or other screen above it."""
+        try:
+            return self.app.screen is self
+        except ScreenStackError:  # shutting down
+            return False
+
+    def snapshot_taken(self, snap: Snapshot) -> None:
+        """Every Snapshot, shown or not (collect what must not miss one)."""
+
+    def update_snapshot(self, snap: Snapshot) -> None:
+        """Draw ``snap`` (called only while this screen is the current one)."""
+
+
+class ChartScreen(SnapshotScreen):
     """One metric over steps, every run in its own colour and marker, with the bounds
     of the stop rules and acceptance checks on that metric as horizontal lines."""
 
@@ -82,7 +130,6 @@ class ChartScreen(Screen[None]):
         self.metrics: list[str] = []
         self.labels: list[str] = []  # what the last draw put in the legend (tests read it)
         self._drawn: Any = None
-        self._snap: Snapshot | None = None
 
     def compose(self) -> ComposeResult:
         yield Label("", id="chart-title", classes="dialog-title")
@@ -90,8 +137,8 @@ class ChartScreen(Screen[None]):
         yield Label("m / M: metric · s: log / linear · Esc or g: back", classes="dialog-hint")
 
     def update_snapshot(self, snap: Snapshot) -> None:
-        """Redraw when the data changed (called by the app only while this screen shows)."""
-        self._snap = snap
+        """Redraw when the data changed (only while this screen shows)."""
+        self.snapshot = snap
         self.metrics = chart_metrics(snap)
         if self.metric not in self.metrics:
             self.metric = self.metrics[0] if self.metrics else None
@@ -147,8 +194,8 @@ class ChartScreen(Screen[None]):
             return
         index = self.metrics.index(self.metric) if self.metric in self.metrics else 0
         self.metric = self.metrics[(index + by) % len(self.metrics)]
-        if self._snap is not None:
-            self.update_snapshot(self._snap)
+        if self.snapshot is not None:
+            self.update_snapshot(self.snapshot)
 
     def action_next_metric(self) -> None:
         self._step_metric(1)
@@ -158,8 +205,8 @@ class ChartScreen(Screen[None]):
 
     def action_toggle_scale(self) -> None:
         self.log_scale = not self.log_scale
-        if self._snap is not None:
-            self.update_snapshot(self._snap)
+        if self.snapshot is not None:
+            self.update_snapshot(self.snapshot)
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -176,17 +223,6 @@ LOG_LINES = 2000  # lines kept per pane: at most about LOG_LINES × LINE_CHARS c
 REFRESH_LINES = 200  # lines written per pane per refresh: a flood of short lines shows its
 #                      newest ones and says how many it skipped (the pane shows ~20 anyway)
 # Every line is made printable (cockpit.common.printable): escapes are shown, never sent.
-
-
-def newest_logs(campaign: Campaign, stage: str) -> tuple[Path | None, Path | None]:
-    """The stage's newest ``.out`` and ``.err`` (the supervisor names them by start time)."""
-    folder = campaign.state_dir / "logs"
-    outs = sorted(folder.glob(f"{stage}.*.out"))
-    if not outs:
-        return None, None
-    out = outs[-1]
-    err = out.with_suffix(".err")
-    return out, err if err.exists() else None
 
 
 def log_lines(data: bytes, most: int = REFRESH_LINES) -> list[str]:
@@ -284,6 +320,28 @@ class LogScreen(Screen[None]):
                 log = self.query_one(wid, RichLog)
                 for line in lines:
                     log.write(Text(line))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class TimelineScreen(SnapshotScreen):
+    """The whole rental window full-screen, with each stage's planned and real times."""
+
+    BINDINGS = [Binding("escape,T,w,q", "close", "Back", id="timeline-close")]
+
+    def __init__(self, slots: Sequence[Slot]) -> None:
+        super().__init__()
+        self.slots = slots
+
+    def compose(self) -> ComposeResult:
+        yield Label("Timeline of the rental window — Esc / T goes back", classes="dialog-title")
+        with VerticalScroll():
+            yield Timeline(id="timeline-full")
+
+    def update_snapshot(self, snap: Snapshot) -> None:
+        self.query_one("#timeline-full", Timeline).render_snapshot(snap, self.slots,
+                                                                   detailed=True)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -17,6 +17,7 @@ from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.printable import printable
 from cockpit.engine import Engine
 from cockpit.engine.snapshot import Allowed, ExportAction, LogPaths, Snapshot, snapshot_json
+from cockpit.fleet.open import open_engine
 from cockpit.planning.schedule import plan_campaign
 from tests.engine.test_engine_guards import FakeClock, FakeSupervisor, make, report
 from tests.helpers.campaigns import FINITE, step_command, write_campaign
@@ -301,7 +302,7 @@ def test_log_paths_are_the_files_the_supervisor_wrote(tmp_path: Path) -> None:
     path = write_campaign(tmp_path, [
         {"id": "train", "hours": 1, "resource": "cpu", "run": "r1",
          "command": step_command(steps=1, sleep=0.0)}])
-    engine = Engine.open(path, telemetry=False)
+    engine = open_engine(path, telemetry=False)
     try:
         assert engine.tick().run("r1").log_path is None  # not started: no output
         engine.start("train")

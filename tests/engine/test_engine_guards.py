@@ -56,6 +56,7 @@ class FakeSupervisor:
         self.signals: list[tuple[int | None, signal.Signals]] = []
         self.launched: list[str] = []
         self.markers: dict[int, str] = {}  # pid -> its launch marker
+        self.exit_files: dict[int, str] = {}  # pid -> the exit file it was launched with
 
     def launch(self, campaign: Campaign, stage: Stage, now: datetime,
                marker: str | None = None) -> Launched:
@@ -65,13 +66,17 @@ class FakeSupervisor:
         self.launched.append(stage.id)
         if marker is not None:
             self.markers[pid] = marker
-        return Launched(pid, pid, 1.0, list(stage.command or []), f"/fake/{pid}.out",
-                        f"/fake/{pid}.err", f"/fake/{pid}.exit", None, marker)
+        # Named like the real supervisor's files, in the campaign's log folder (nothing
+        # is written there: a test that wants output writes it where the journal says).
+        base = campaign.state_dir / "logs" / f"{stage.id}.fake{pid}"
+        self.exit_files[pid] = f"{base}.exit"
+        return Launched(pid, pid, 1.0, list(stage.command or []), f"{base}.out",
+                        f"{base}.err", f"{base}.exit", None, marker)
 
     def finish(self, stage_id: str, code: int | None = 0, sig: int | None = None) -> None:
         pid = next(p for p, s in self.running.items() if s == stage_id)
         del self.running[pid]
-        self.exits[f"/fake/{pid}.exit"] = {"code": code, "signal": sig}
+        self.exits[self.exit_files[pid]] = {"code": code, "signal": sig}
 
     def alive(self, pid: int | None, create_time: float | None) -> bool:
         return pid in self.running
@@ -89,7 +94,7 @@ class FakeSupervisor:
                 return marker == prefix
             return marker.startswith(prefix) and marker[len(prefix):].isdigit()
         return [Marked(pid, pid, 1.0, m, ("python", "-m", "cockpit.runs.wrapper",
-                                           f"/fake/{pid}.exit", "--"))
+                                           self.exit_files[pid], "--"))
                 for pid, m in self.markers.items() if pid in self.running and matches(m)]
 
     def signal_group(self, pid: int | None, pgid: int | None, create_time: float | None,

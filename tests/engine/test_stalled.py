@@ -30,8 +30,6 @@ from tests.engine.test_engine_guards import FakeSupervisor, journal, make, repor
 from tests.helpers.campaigns import FINITE, write_campaign
 from tests.helpers.process import run_cockpit, wait_for
 
-LEVELS = {k: "" for k in ("ok", "warn", "fired", "info", "muted", "accent")}
-
 
 # ---------------------------------------------------------------- the pure rule
 def test_the_median_interval_and_the_limit_by_hand() -> None:
@@ -196,10 +194,10 @@ def test_a_run_that_stops_reporting_is_stalled_on_every_face(tmp_path) -> None:
         assert any(line.startswith("rule hung fired on run r1: stalled: no new step")
                    for line in seen)
         assert "STALLED (stalled: no new step for" in status_text(snap)
-        panel = rules_text(snap, None, 100, LEVELS).plain
+        panel = rules_text(snap, None, 100).plain
         assert "hung  stalled · warn" in panel and "warn r1: stalled: no new step" in panel
         assert "rules warn hung@r1" in status_line(compact_json(snap))  # status --line
-        (row,) = [cells for run_id, cells in run_rows(snap, LEVELS) if run_id == "r1"]
+        (row,) = [cells for run_id, cells in run_rows(snap) if run_id == "r1"]
         assert "stalled" in str(row[5])
         assert [r.state for r in snap.rules if r.rule == "hung"] == ["warn"]
         # Fired once per attempt: more ticks add nothing.
@@ -251,7 +249,7 @@ def test_no_interval_yet_is_said_and_never_stalled(tmp_path) -> None:
         (view,) = [r for r in snap.rules if r.rule == "hung"]
         # a running run with two steps: the rule cannot tell a stall yet, so it waits
         assert (view.state, view.reason) == ("waiting", NO_INTERVAL)
-        assert f"· r1: {NO_INTERVAL}" in rules_text(snap, None, 100, LEVELS).plain
+        assert f"· r1: {NO_INTERVAL}" in rules_text(snap, None, 100).plain
     finally:
         engine.stop("r1", "test over")
         engine.wait_stopped("r1", 30)

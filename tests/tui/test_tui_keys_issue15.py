@@ -62,26 +62,28 @@ def test_chart_shows_every_run_and_the_threshold(tmp_path: Path) -> None:
 
 def test_log_screen_follows_the_stage_output(tmp_path: Path) -> None:
     engine = running_campaign(tmp_path)
-    logs = engine.campaign.state_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    (logs / "control.20261202T195000000000Z.out").write_text("epoch 1 loss 0.9\n")
-    (logs / "control.20261202T195000000000Z.err").write_text("warning: slow disk\n")
+    # The files the journal names for control's attempt (the Snapshot's log_path).
+    paths = next(r for r in engine.tick().runs if r.id == "control").log_path
+    assert paths is not None
+    out_file, err_file = Path(paths.out), Path(paths.err)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text("epoch 1 loss 0.9\n")
+    err_file.write_text("warning: slow disk\n")
 
     async def go() -> None:
         app = CockpitApp(engine, interval=3600)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.snapshot is not None)
-            app.runs_table.focus()
+            app.main.runs_table.focus()
             await pilot.press("l")
             await until(pilot, lambda: isinstance(app.screen, LogScreen))
             screen = app.screen
             out = screen.query_one("#log-out")
             await until(pilot, lambda: len(out.lines) == 1)
-            with open(logs / "control.20261202T195000000000Z.out", "a") as handle:
+            with open(out_file, "a") as handle:
                 handle.write("epoch 2 loss 0.5\n")
             await until(pilot, lambda: len(out.lines) == 2, timeout=5)
-            assert "control.20261202T195000000000Z.out" in str(
-                screen.query_one("#log-out-path").render())
+            assert out_file.name in str(screen.query_one("#log-out-path").render())
             await pilot.press("escape")
     asyncio.run(go())
 
@@ -93,7 +95,7 @@ def test_reject_records_a_verdict_after_showing_the_checks(tmp_path: Path) -> No
         app = ended_campaign(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.snapshot is not None
-                        and app.check_action("reject", ()) is True)
+                        and app.main.check_action("reject", ()) is True)
             await pilot.press("r")
             await until(pilot, lambda: isinstance(app.screen, FormScreen))
             assert "Reject control" in str(app.screen.query_one(".dialog-title").render())
@@ -175,7 +177,7 @@ def verdicts(app: CockpitApp, run: str, actor: str = "tui") -> list[dict[str, An
 
 async def accept_with(pilot: Any, app: CockpitApp, run: str, note: str) -> str:
     """a → (pick the run) → the checks and a note → y; returns the form's checks text."""
-    await until(pilot, lambda: app.snapshot is not None and app.check_action("accept", ()))
+    await until(pilot, lambda: app.snapshot is not None and app.main.check_action("accept", ()))
     await pilot.press("a")
     await until(pilot, lambda: isinstance(app.screen, (PickScreen, FormScreen)))
     if isinstance(app.screen, PickScreen):

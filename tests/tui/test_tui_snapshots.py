@@ -66,7 +66,7 @@ def ready(seen: dict[str, str]) -> Any:
     async def run_before(pilot: Any) -> None:
         app = pilot.app
         for _ in range(100):
-            if app.snapshot is not None and app.stages_table.row_count:
+            if app.snapshot is not None and app.main.stages_table.row_count:
                 break
             await pilot.pause(0.05)
         # No focused widget: a cursor drawn or not (focus is timing-dependent) would

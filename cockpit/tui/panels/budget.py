@@ -1,0 +1,58 @@
+"""The budget panel: committed, other costs, incurred, accepted results, the share."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from cockpit.engine.snapshot import Budget, Money, Snapshot
+from cockpit.tui.panels.base import LivePanel, block, level, styled
+
+
+class BudgetPanel(LivePanel):
+    """Committed, the other costs, the total incurred, the accepted results and the
+    rental share per result, or why it is undefined, in full: the panel wraps."""
+
+    DEFAULT_CSS = "BudgetPanel { text-wrap: wrap; text-overflow: fold; }"
+
+    def render_snapshot(self, snap: Snapshot, committed: str) -> None:
+        b = snap.budget
+        if b is not None:
+            self.show(block(budget_lines(b)))
+            return
+        accepted = sum(1 for r in snap.runs if r.verdict == "accepted")
+        self.show(block([
+            styled([("budget: committed ", ""), (committed, "bold")]),
+            styled([("accepted results: ", ""), (str(accepted), "bold")]),
+        ]))
+
+
+def _money(items: Money | tuple[Money, ...] | None) -> str:
+    """Amounts, one per currency (never mixed)."""
+    if isinstance(items, Money):
+        items = (items,)
+    return " + ".join(str(m) for m in items or ()) or "0"
+
+
+def budget_lines(b: Budget) -> list[Text]:
+    packages = f" ({b.package.count} packages)" if b.package.count > 1 else ""
+    lines = [styled([("committed ", ""), (_money(b.committed), "bold"), (packages, "")])
+             if b.committed is not None
+             else styled([("committed: price unknown", level("warn"))])]
+    if b.other_costs:
+        n = len(b.other_costs)
+        lines.append(styled([("other costs ", ""), (_money(b.other_costs_total), "bold"),
+                             (f" ({n} item{'s' if n != 1 else ''})", "")]))
+    else:
+        lines.append(styled([("other costs none", "")]))
+    lines.append(styled([("incurred ", ""), (_money(b.cost_incurred), "bold")])
+                 if b.cost_incurred
+                 else styled([("incurred: unknown (package price unknown)", level("warn"))]))
+    lines.append(styled([("accepted results ", ""), (str(b.accepted), "bold"),
+                         (f" ({len(b.overrides)} by override)" if b.overrides else "",
+                          level("warn"))]))
+    if b.share_per_accepted is not None:
+        lines.append(styled([("rental per result ", ""), (_money(b.share_per_accepted), "bold")]))
+    elif b.share_undefined:
+        # In full (it says why, and that the share is undefined); wrapped by the panel.
+        lines.append(styled([(b.share_undefined, level("warn"))]))
+    return lines

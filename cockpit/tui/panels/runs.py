@@ -1,0 +1,115 @@
+"""The runs table (step, loss curve, throughput, verdict, checkpoint) and the run texts
+the other panels share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from cockpit.common.units import format_count, format_duration, format_rate
+from cockpit.engine.snapshot import RunView, Snapshot
+from cockpit.headless.render_text import run_metric_names
+from cockpit.tui import text as tx
+from cockpit.tui.offers import run_needs_person, runs_in_order
+from cockpit.tui.panels.base import level
+from cockpit.tui.panels.table import LiveTable
+
+# Step, loss and throughput first: they are what a person looks for; the checkpoint
+# columns follow (the table scrolls sideways when they do not fit).
+RUN_COLUMNS = (("run", "run"), ("state", "state"), ("step", "step"), ("loss", "loss · curve"),
+               ("rate", "throughput · ETA"), ("metrics", "checks & rules metrics"),
+               ("verdict", "verdict"), ("ckpt", "checkpoint"), ("verified", "verified"),
+               ("cost", "save cost"))
+
+
+def key_values(r: RunView, name: str | None, most: int = 200) -> list[float]:
+    """The last ``most`` reported values of ``name`` from the run's recent points."""
+    if name is None:
+        return []
+    out: list[float] = []
+    for p in reversed(r.points):
+        v = p.values.get(name)
+        if v is not None:
+            out.append(v)
+            if len(out) >= most:
+                break
+    out.reverse()
+    return out
+
+
+def loss_cell(r: RunView, spark_w: int = 8, label: bool = False) -> str:
+    """``loss 0.4123 ▇▆▄▃▂▁``: the key metric's last value and its recent curve."""
+    name = r.key_metric
+    if name is None or name not in r.metrics:
+        return "-"
+    values = key_values(r, name, spark_w * 4)
+    # One cell per 4 reports: the curve moves slowly, not on every tick.
+    cells = [values[i] for i in range(len(values) - 1, -1, -4)][::-1] if values else []
+    spark = tx.scaled_sparkline(cells, spark_w).rstrip() if len(cells) > 1 else ""
+    prefix = f"{name} " if label or name != "loss" else ""
+    return f"{prefix}{tx.metric(r.metrics[name])} {spark}".rstrip()
+
+
+def step_text(r: RunView) -> str:
+    if r.step is None:
+        return "-"
+    return format_count(r.step) + (f"/{format_count(r.max_steps)}" if r.max_steps else "")
+
+
+def rate_text(r: RunView) -> str:
+    if r.state != "running" or not r.rate:
+        return ""
+    eta = f" ETA {r.eta:%H:%M}" if r.eta is not None else ""
+    return f"{format_rate(r.rate)}{eta}"
+
+
+def run_rows(snap: Snapshot) -> list[tuple[str, tuple[Any, ...]]]:
+    return [(r.id, _run_cells(r)) for r in runs_in_order(snap)]
+
+
+def _run_cells(r: RunView) -> tuple[Any, ...]:
+    names = [m for m in run_metric_names(r) if m != r.key_metric]
+    metrics = " ".join(f"{m}={tx.metric(r.metrics[m])}" for m in names)
+    if r.stalled:
+        metrics = tx.level_word("warn", "stalled") + (f" {metrics}" if metrics else "")
+    elif r.stale_s is not None and r.stale_s > 120 and r.state == "running":
+        metrics += f" (stale {format_duration(r.stale_s)})"
+    verdict_level = {"accepted": "ok", "rejected": "fired"}.get(r.verdict or "", "info")
+    verdict = r.verdict or ""
+    if r.stop_rule:
+        verdict, verdict_level = f"stopped by {r.stop_rule}", "fired"
+    elif run_needs_person(r):
+        verdict, verdict_level = "a/r: accept or reject", "warn"
+    return (Text(r.id, style="bold"),
+            Text(tx.stage_state(r.state), style=level(tx.STAGE_LEVEL.get(r.state, "info"))),
+            step_text(r), Text(loss_cell(r), style="bold" if r.state == "running" else ""),
+            rate_text(r), metrics,
+            Text(tx.level_word(verdict_level, verdict) if verdict else "",
+                 style=level(verdict_level)),
+            *_checkpoint_cells(r))
+
+
+def _checkpoint_cells(r: RunView) -> tuple[Text, Text, str]:
+    ck = r.checkpoint
+    if ck is None:
+        return Text("none yet", style=level("muted")), Text(""), ""
+    age = "-" if ck.age_s is None else f"{format_duration(ck.age_s)} old"
+    ckpt = Text(f"{age} step {format_count(ck.step)}")
+    if ck.advice:
+        ckpt.append(" ! interval", level("warn"))
+    v = ck.verified or "not verified"
+    vlevel = "ok" if v == "ok" else ("fired" if v.startswith("failed") else "warn")
+    verified = Text(tx.level_word(vlevel, v[:30]), style=level(vlevel))
+    cost = "-" if ck.save_cost_s is None else f"{ck.save_cost_s:.1f} s"
+    return ckpt, verified, cost
+
+
+class RunsTable(LiveTable):
+    """The runs, running first, then those waiting for a verdict (a / r)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(RUN_COLUMNS, **kwargs)
+
+    def render_snapshot(self, snap: Snapshot) -> None:
+        self.sync(run_rows(snap))

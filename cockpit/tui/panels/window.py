@@ -1,0 +1,53 @@
+"""The window panel: the rental window, its countdown, the forecast and what is next."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from cockpit.engine.snapshot import Snapshot
+from cockpit.tui import text as tx
+from cockpit.tui.panels.base import LivePanel, block, level, styled
+
+
+class WindowPanel(LivePanel):
+    def render_snapshot(self, snap: Snapshot) -> None:
+        w = snap.window
+        verdict_level = tx.VERDICT_LEVEL.get(w.verdict, "info")
+        width = max(self.content_size.width, 20)
+        bar_w = max(min(width - 70, 30), 6)
+        verdict = (f"exceeds by {tx.hours_text(-w.forecast_slack_s)}" if w.verdict == "exceeds"
+                   else f"{w.verdict} ({tx.hours_text(w.forecast_slack_s)} to spare)")
+        lines: list[Text] = [
+            styled([("window ", "bold"), (f"{w.start:%m-%d %H:%M} → {w.end:%m-%d %H:%M} UTC  ",
+                                          ""),
+                    (tx.countdown(w.remaining_s), "bold"), (" left  ", ""),
+                    (tx.bar(w.used_pct / 100, bar_w), level("accent")),
+                    (f" {w.used_pct:.0f}% used", "")]),
+            styled([("forecast end ", ""), (tx.clock(w.forecast_end), "bold"),
+                    ("  ", ""), (tx.level_word(verdict_level, verdict), level(verdict_level)),
+                    # D13: the pilot's measured/planned ratio scales the GPU stages left.
+                    (f"  pilot ×{w.pilot_ratio:.2f}" if w.pilot_ratio is not None else "",
+                     level("warn") if (w.pilot_ratio or 1.0) > 1.0 else ""),
+                    ("   retrieve by ", ""), (tx.clock(w.retrieval_deadline), "bold")]),
+            self._next_line(snap),
+        ]
+        self.set_class(w.verdict == "exceeds", "-exceeds")
+        self.set_class(w.verdict == "tight", "-tight")
+        self.show(block(lines))
+
+    @staticmethod
+    def _next_line(snap: Snapshot) -> Text:
+        """The overrun options, a pending decision, a revision, the conclusion or the
+        question: the first that applies."""
+        if snap.window.options:
+            return styled([("options (o): ", level("warn")),
+                           (" · ".join(snap.window.options), "")])
+        if snap.pending_decisions:
+            return styled([("decision pending at ", level("warn")),
+                           (", ".join(snap.pending_decisions), "bold"), (" — press d", "")])
+        if snap.revised:
+            return styled([("the question is under revision: nothing more starts",
+                            level("warn"))])
+        if snap.conclusion and any(r.verdict == "accepted" for r in snap.runs):
+            return styled([("conclusion: ", "bold"), (snap.conclusion, "")])
+        return styled([(f"question: {snap.question}", level("muted"))])
