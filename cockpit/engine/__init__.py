@@ -43,8 +43,8 @@ from cockpit.engine.launcher import params_hash
 from cockpit.engine.ports import Clock, SystemClock, utc_now
 from cockpit.journal.events import EVENT_KINDS, describe_event
 from cockpit.journal.log import JournalError
+from cockpit.journal.paths import CampaignFiles
 
-__all__ = ["EVENT_KINDS", "ActionRefused", "Actions", "Clock", "Engine", "ExitVerdict",
-           "InputError", "JournalError", "LocalActions", "SystemClock", "default_samplers",
-           "describe_event",
-           "machine_from_env", "params_hash", "utc_now"]
+__all__ = ["EVENT_KINDS", "ActionRefused", "Actions", "CampaignFiles", "Clock", "Engine",
+           "ExitVerdict", "InputError", "JournalError", "LocalActions", "SystemClock",
+           "default_samplers", "describe_event", "machine_from_env", "params_hash", "utc_now"]

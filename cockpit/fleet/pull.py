@@ -37,7 +37,7 @@ import logging
 import os
 import shlex
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -302,19 +302,7 @@ class PeerCache:
         if len(words) != 4 or words[0] != b"J":
             raise SshError(f"machine {number}: not a cockpit pull answer")
         inode, size, base = (int(w) for w in words[1:])
-        head: tuple[int, str] | None = None
-        skips: list[tuple[int, int, bool]] = []
-        while True:
-            words = line().split()
-            if len(words) == 3 and words[0] == b"H":
-                head = (int(words[1]), words[2].decode("ascii", "replace"))
-            elif len(words) == 4 and words[0] == b"X":
-                skips.append((int(words[1]), int(words[2]), words[3] == b"1"))
-            elif len(words) == 3 and words[0] == b"D":
-                start, count = int(words[1]), int(words[2])
-                break
-            else:
-                raise SshError(f"machine {number}: not a cockpit pull answer")
+        head, skips, (start, count) = _answer_header(line, number)
         if len(out) != count:  # the peer's command was cut short (its time limit)
             raise SshError(f"machine {number}: a truncated answer ({len(out)} of {count} "
                            "bytes)")
@@ -352,3 +340,21 @@ class PeerCache:
         self._save_state(state)
         more = (start + count < size and count > 0) or len(skips) >= SKIPS_PER_PULL
         return PullResult(received, len(data), reread, status_changed, more, skipped)
+
+
+def _answer_header(line: Callable[[], bytes], number: int
+                   ) -> tuple[tuple[int, str] | None, list[tuple[int, int, bool]],
+                              tuple[int, int]]:
+    """The pull answer's H (head), X (skipped lines) and D (data start, length) lines."""
+    head: tuple[int, str] | None = None
+    skips: list[tuple[int, int, bool]] = []
+    while True:
+        words = line().split()
+        if len(words) == 3 and words[0] == b"H":
+            head = (int(words[1]), words[2].decode("ascii", "replace"))
+        elif len(words) == 4 and words[0] == b"X":
+            skips.append((int(words[1]), int(words[2]), words[3] == b"1"))
+        elif len(words) == 3 and words[0] == b"D":
+            return head, skips, (int(words[1]), int(words[2]))
+        else:
+            raise SshError(f"machine {number}: not a cockpit pull answer")

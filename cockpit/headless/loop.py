@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.common.printable import printable
+from cockpit.engine import CampaignFiles, JournalError
+from cockpit.engine.snapshot import Snapshot
 from cockpit.headless.status_log import (
     RotatingFile,
     compact_json,
@@ -25,8 +27,6 @@ from cockpit.headless.status_log import (
     prometheus_text,
     write_atomic,
 )
-from cockpit.journal.log import JournalError
-from cockpit.journal.paths import CampaignFiles
 
 
 def status_log_path(campaign_file: str | Path) -> Path:
@@ -87,7 +87,6 @@ def refuse_linked_outputs(*paths: Path | None) -> None:
 
 
 def run_headless(args: argparse.Namespace, out: Any = None) -> int:
-    out = out or sys.stdout
     fleet = bool(getattr(args, "fleet", False))
     default_log = status_log_path(args.file)
     if fleet:  # never the status log of a machine's own headless in the same folder
@@ -100,94 +99,122 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
     engine = open_engine(args.file, auto=args.auto, actor="headless",
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
                          fleet=fleet, pull="background")
-    status_log = RotatingFile(Path(args.status_log) if args.status_log else default_log)
-    event_log = RotatingFile(Path(args.log)) if args.log else None
-    prom = Path(args.prom) if args.prom else None
-    flags = {"stop": False, "reopen": False}
+    loop = HeadlessLoop(args, engine, out or sys.stdout,
+                        Path(args.status_log) if args.status_log else default_log)
+    return loop.run()
 
-    def ask_stop(signum: int, frame: Any) -> None:
-        flags["stop"] = True
 
-    def ask_reopen(signum: int, frame: Any) -> None:
-        flags["reopen"] = True
+class HeadlessLoop:
+    """The tick loop's outputs: event lines, the status log, the Prometheus file, and
+    the signals (TERM/INT stop it, HUP reopens the logs for logrotate)."""
 
-    old = {sig: signal.signal(sig, ask_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    old[signal.SIGHUP] = signal.signal(signal.SIGHUP, ask_reopen)
+    def __init__(self, args: argparse.Namespace, engine: Any, out: Any,
+                 status_log: Path) -> None:
+        self.args = args
+        self.engine = engine
+        self.out = out
+        self.status_log = RotatingFile(status_log)
+        self.event_log = RotatingFile(Path(args.log)) if args.log else None
+        self.prom = Path(args.prom) if args.prom else None
+        self.flags = {"stop": False, "reopen": False}
+        self.warnings = WriteWarnings(sys.stderr)
 
-    warnings = WriteWarnings(sys.stderr)
-
-    def log_line(line: str) -> None:
+    def log_line(self, line: str) -> None:
         """Into the event log, when there is one and it works."""
-        if event_log is None:
+        if self.event_log is None:
             return
         try:
-            event_log.write_line(line)
+            self.event_log.write_line(line)
         except OSError as exc:
-            warnings.failed(f"event log {event_log.path}", exc)
+            self.warnings.failed(f"event log {self.event_log.path}", exc)
         else:
-            warnings.ok(f"event log {event_log.path}")
+            self.warnings.ok(f"event log {self.event_log.path}")
 
-    def emit(line: str) -> None:
+    def emit(self, line: str) -> None:
         # An event's line holds a run's, a note's or a peer's text: printable before it
         # reaches a terminal or the --log file (a `tail -f` of it is a terminal too).
         line = printable(line, EMIT_LINE_LIMIT)
         try:
-            print(line, file=out, flush=True)
+            print(line, file=self.out, flush=True)
         except OSError as exc:
-            warnings.failed("standard output", exc)
-        log_line(line)
+            self.warnings.failed("standard output", exc)
+        self.log_line(line)
 
-    try:
-        while True:
-            started = time.monotonic()
-            try:
-                snap = engine.tick()
-            except (JournalError, OSError) as exc:
-                # The journal (or a file the tick writes) cannot be written now: nothing
-                # the tick decided is lost (it is decided again from the journal), so
-                # warn and tick again.
-                warnings.failed("tick", exc, also=log_line)
-                snap = None
-            else:
-                warnings.ok("tick")
-            if flags["reopen"]:
-                flags["reopen"] = False
-                status_log.reopen()
-                if event_log is not None:
-                    event_log.reopen()
-            if snap is not None:
-                # Events from before this process started are history: print only new ones.
-                for ev in (ev for ev in snap.new_events if not ev.earlier):
-                    emit(f"{ev.fields['t']} {ev.text}")
-                try:
-                    status_log.write_line(dumps(compact_json(snap)))
-                except OSError as exc:
-                    warnings.failed(f"status log {status_log.path}", exc, also=log_line)
-                else:
-                    warnings.ok(f"status log {status_log.path}")
-                if prom is not None:
-                    try:
-                        write_atomic(prom, prometheus_text(snap))
-                    except OSError as exc:
-                        warnings.failed(f"Prometheus file {prom}", exc, also=log_line)
-                    else:
-                        warnings.ok(f"Prometheus file {prom}")
-            stamp = (snap.taken_at if snap is not None else engine.clock.now()).isoformat()
-            if flags["stop"]:
-                emit(f"{stamp} headless stopped by signal; runs keep going")
-                return 0
-            if args.until_done:
-                verdict = engine.until_done(engine.state())
-                if verdict.code is not None:
-                    emit(f"{stamp} until-done: {verdict.reason} (exit {verdict.code})")
-                    return verdict.code
-            remaining = args.interval - (time.monotonic() - started)
-            if remaining > 0:
-                time.sleep(remaining)
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        status_log.close()
-        if event_log is not None:
-            event_log.close()
-        engine.close()
+    def _write(self, what: str, write: Any) -> None:
+        try:
+            write()
+        except OSError as exc:
+            self.warnings.failed(what, exc, also=self.log_line)
+        else:
+            self.warnings.ok(what)
+
+    def tick(self) -> Snapshot | None:
+        try:
+            snap: Snapshot = self.engine.tick()
+        except (JournalError, OSError) as exc:
+            # The journal (or a file the tick writes) cannot be written now: nothing
+            # the tick decided is lost (it is decided again from the journal), so
+            # warn and tick again.
+            self.warnings.failed("tick", exc, also=self.log_line)
+            return None
+        self.warnings.ok("tick")
+        return snap
+
+    def outputs(self, snap: Snapshot) -> None:
+        """The new events, the status log line and the Prometheus file of one tick."""
+        # Events from before this process started are history: print only new ones.
+        for ev in (ev for ev in snap.new_events if not ev.earlier):
+            self.emit(f"{ev.fields['t']} {ev.text}")
+        self._write(f"status log {self.status_log.path}",
+                    lambda: self.status_log.write_line(dumps(compact_json(snap))))
+        prom = self.prom
+        if prom is not None:
+            self._write(f"Prometheus file {prom}",
+                        lambda: write_atomic(prom, prometheus_text(snap)))
+
+    def step(self) -> int | None:
+        """One tick and its outputs; the exit code when the loop ends."""
+        snap = self.tick()
+        if self.flags["reopen"]:
+            self.flags["reopen"] = False
+            self.status_log.reopen()
+            if self.event_log is not None:
+                self.event_log.reopen()
+        if snap is not None:
+            self.outputs(snap)
+        stamp = (snap.taken_at if snap is not None else self.engine.clock.now()).isoformat()
+        if self.flags["stop"]:
+            self.emit(f"{stamp} headless stopped by signal; runs keep going")
+            return 0
+        if self.args.until_done:
+            verdict = self.engine.until_done(self.engine.state())
+            if verdict.code is not None:
+                self.emit(f"{stamp} until-done: {verdict.reason} (exit {verdict.code})")
+                return int(verdict.code)
+        return None
+
+    def run(self) -> int:
+        def ask_stop(signum: int, frame: Any) -> None:
+            self.flags["stop"] = True
+
+        def ask_reopen(signum: int, frame: Any) -> None:
+            self.flags["reopen"] = True
+
+        old = {sig: signal.signal(sig, ask_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        old[signal.SIGHUP] = signal.signal(signal.SIGHUP, ask_reopen)
+        try:
+            while True:
+                started = time.monotonic()
+                code = self.step()
+                if code is not None:
+                    return code
+                remaining = self.args.interval - (time.monotonic() - started)
+                if remaining > 0:
+                    time.sleep(remaining)
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+            self.status_log.close()
+            if self.event_log is not None:
+                self.event_log.close()
+            self.engine.close()

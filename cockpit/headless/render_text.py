@@ -16,7 +16,7 @@ from cockpit.common.units import (
     format_percent,
     format_rate,
 )
-from cockpit.engine.snapshot import BLIND, BLIND_MARK, WAITING, RunView, Snapshot
+from cockpit.engine.snapshot import BLIND, BLIND_MARK, WAITING, RunView, Snapshot, StageView
 from cockpit.telemetry import format_bytes
 
 STATUS_LINE_LIMIT = 2000  # characters of one line of `cockpit status`
@@ -68,6 +68,46 @@ def pilot_ratio_text(snap: Snapshot) -> str | None:
             "the forecast scales the GPU stages still to run by it (D13)")
 
 
+def _stage_line(s: StageView, width: int) -> str:
+    mark = STATE_MARK.get(s.state, " ")
+    planned = format_duration(s.planned_s)
+    elapsed = format_duration(s.elapsed_s) if s.started_at else "-"
+    extra = ""
+    if s.decision_point:
+        extra += f" ◆ decision: {s.decision or 'after it ends'}"
+    if s.progress is not None:
+        extra += f" {s.progress * 100:.0f}%"
+    if s.reason:
+        extra += f" ({s.reason})"
+    return (f"{mark} {s.id:<{width}} {s.state:<12} {s.category:<11} "
+            f"{elapsed:>7} / {planned:<7}{extra}")
+
+
+def _run_lines(r: RunView) -> list[str]:
+    metrics = " ".join(f"{k}={format_number(r.metrics[k])}" for k in run_metric_names(r))
+    step = ""
+    if r.step is not None:
+        step = f"step {format_count(r.step)}" + (
+            f"/{format_count(r.max_steps)}" if r.max_steps else "")
+    if r.state == "running" and r.rate:
+        step += f" · {format_rate(r.rate)}"
+        if r.eta is not None:
+            step += f" · ETA {r.eta:%m-%d %H:%M}"
+    stop = f" stopped by {r.stop_rule}: {r.stop_reason}" if r.stop_rule else ""
+    if r.stalled:
+        stop += f" STALLED ({r.stalled})"
+    verdict = f" [{r.verdict}]" if r.verdict else ""
+    ckpt = ""
+    if r.checkpoint is not None and r.checkpoint.age_s is not None:
+        ckpt = f" ckpt {format_duration(r.checkpoint.age_s)} old"
+        if r.checkpoint.verified:
+            ckpt += f" ({r.checkpoint.verified})"
+    lines = [f"run {r.id}: {r.state} {step} {metrics}{ckpt}{stop}{verdict}".rstrip()]
+    if r.checkpoint is not None and r.checkpoint.advice:
+        lines.append(f"  save interval ({r.id}): {r.checkpoint.advice}")
+    return lines
+
+
 def status_text(snap: Snapshot) -> str:
     lines = [f"campaign {snap.campaign} · {snap.offer} × {snap.count}", window_line(snap)]
     if snap.question:
@@ -81,43 +121,11 @@ def status_text(snap: Snapshot) -> str:
         lines.append(f"conclusion: {snap.conclusion}")
     lines.append("")
     width = max(len(s.id) for s in snap.stages)
-    for s in snap.stages:
-        mark = STATE_MARK.get(s.state, " ")
-        planned = format_duration(s.planned_s)
-        elapsed = format_duration(s.elapsed_s) if s.started_at else "-"
-        extra = ""
-        if s.decision_point:
-            extra += f" ◆ decision: {s.decision or 'after it ends'}"
-        if s.progress is not None:
-            extra += f" {s.progress * 100:.0f}%"
-        if s.reason:
-            extra += f" ({s.reason})"
-        lines.append(f"{mark} {s.id:<{width}} {s.state:<12} {s.category:<11} "
-                     f"{elapsed:>7} / {planned:<7}{extra}")
+    lines += [_stage_line(s, width) for s in snap.stages]
     if snap.runs:
         lines.append("")
         for r in snap.runs:
-            metrics = " ".join(f"{k}={format_number(r.metrics[k])}" for k in run_metric_names(r))
-            step = ""
-            if r.step is not None:
-                step = f"step {format_count(r.step)}" + (
-                    f"/{format_count(r.max_steps)}" if r.max_steps else "")
-            if r.state == "running" and r.rate:
-                step += f" · {format_rate(r.rate)}"
-                if r.eta is not None:
-                    step += f" · ETA {r.eta:%m-%d %H:%M}"
-            stop = f" stopped by {r.stop_rule}: {r.stop_reason}" if r.stop_rule else ""
-            if r.stalled:
-                stop += f" STALLED ({r.stalled})"
-            verdict = f" [{r.verdict}]" if r.verdict else ""
-            ckpt = ""
-            if r.checkpoint is not None and r.checkpoint.age_s is not None:
-                ckpt = f" ckpt {format_duration(r.checkpoint.age_s)} old"
-                if r.checkpoint.verified:
-                    ckpt += f" ({r.checkpoint.verified})"
-            lines.append(f"run {r.id}: {r.state} {step} {metrics}{ckpt}{stop}{verdict}".rstrip())
-            if r.checkpoint is not None and r.checkpoint.advice:
-                lines.append(f"  save interval ({r.id}): {r.checkpoint.advice}")
+            lines += _run_lines(r)
     lines.append("")
     lines.append(f"rules: {rules_summary(snap)}")
     for rule in (r for r in snap.rules if r.state not in ("ok", WAITING)):
