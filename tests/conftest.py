@@ -34,6 +34,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                                                         .split("::")[0]))
                 break
     _slow_modules_first(items)
+    # End to end is slow by kind (the real command, real processes, sshd, training):
+    # `-m 'not slow'` is the quick loop of unit, engine and TUI tests.
+    for item in items:
+        if item.nodeid.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.slow)
 
 
 def _slow_modules_first(items: list[pytest.Item]) -> None:

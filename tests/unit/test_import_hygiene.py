@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "cockpit"
 
@@ -38,6 +40,7 @@ def _import_alone(module: str) -> tuple[str, int, str]:
     return module, proc.returncode, lines[-1] if lines else ""
 
 
+@pytest.mark.slow  # one fresh interpreter per module (~180): ~25 s
 def test_every_module_imports_first_in_a_fresh_interpreter() -> None:
     modules = all_modules()
     assert {"cockpit.campaign", "cockpit.runs.supervisor",
