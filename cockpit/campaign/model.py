@@ -209,7 +209,7 @@ class PredictionsCheck:
 
 @dataclass(frozen=True)
 class CheckpointCheck:
-    """Acceptance: the newest complete checkpoint reloads in a fresh process (D15)."""
+    """Acceptance: the newest complete checkpoint reloads in a fresh process (D17, D23)."""
 
 
 # One announced check of a run's ``acceptance:`` list (D15, D20).

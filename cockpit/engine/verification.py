@@ -1,7 +1,8 @@
 """Checking runs in the background: new checkpoints reloaded in a fresh process (D17)
-and acceptance verdicts for ended runs (D15). A tick never waits for a process: the
-slow work runs in :class:`~cockpit.runs.checkpoints.verifier.BackgroundVerifier` and
-its result is journaled on a later tick.
+and acceptance verdicts for ended runs (D20; a stopped run never, D15). A tick never
+waits for a process: the slow work runs in
+:class:`~cockpit.runs.checkpoints.verifier.BackgroundVerifier` and its result is
+journaled on a later tick.
 
 A background verification is claimed in the journal (``verify_started``) with its
 owner (pid and start time of the cockpit) and a time limit; a claim whose owner is
@@ -154,7 +155,7 @@ class Verification:
 
     # ------------------------------------------------------------------ acceptance
     def judge_runs(self, now: datetime) -> None:
-        """Acceptance verdicts for ended runs (D15). Checks that only read files run here;
+        """Acceptance verdicts for ended runs (D20). Checks that only read files run here;
         a run with a reload check is judged by the background verifier and its verdict
         journaled on the tick after it finished: a tick never waits for a process."""
         for key, value in self.verifier.check_results():

@@ -1,4 +1,4 @@
-"""Checkpoint verification for a campaign's runs (D16): which checkpoint, which
+"""Checkpoint verification for a campaign's runs (D17): which checkpoint, which
 check (the reload worker or the run's own ``verify_command``), and a one-job
 background verifier the engine uses so its tick never waits.
 
