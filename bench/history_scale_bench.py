@@ -454,33 +454,44 @@ def measure_size(campaign_path: Path, journal: Path) -> dict[str, float]:
 
 
 class LiveRuns:
-    """The 3 live runs, started through the engine (the journal records their starts)
-    and stopped at the end."""
+    """The live runs, started through the engine (the journal records their starts; the
+    engine is closed at once, so this process holds no history while others measure)
+    and ended at the end by signalling their process groups."""
 
     def __init__(self, campaign_path: Path, live: int) -> None:
         from cockpit.campaign import load_campaign
         from cockpit.engine import Engine
 
-        self.engine = Engine(load_campaign(campaign_path), actor="bench")
-        self.ids = [live_id(i) for i in range(live)]
-        for run_id in self.ids:
-            self.engine.start(run_id)
+        engine = Engine(load_campaign(campaign_path), actor="bench")
+        self.pgids: list[int] = []
+        try:
+            for i in range(live):
+                for ev in engine.start(live_id(i)):
+                    if ev.get("kind") == "run_started" and isinstance(ev.get("pgid"), int):
+                        self.pgids.append(ev["pgid"])
+        finally:
+            engine.close()
+        del engine
         time.sleep(1.0)  # their first metric lines
 
     def stop(self) -> None:
-        try:
-            for run_id in self.ids:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pgid in self.pgids:
                 try:
-                    self.engine.stop(run_id, "benchmark over")
-                except Exception as exc:  # noqa: BLE001 - stop the others anyway
-                    print(f"stop {run_id}: {exc}", file=sys.stderr)
-            for run_id in self.ids:
-                if not self.engine.wait_stopped(run_id, timeout=15):
-                    pgid = self.engine.state().runs[run_id].pgid
-                    if pgid:
-                        os.killpg(pgid, signal.SIGKILL)
-        finally:
-            self.engine.close()
+                    os.killpg(pgid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(_alive(p) for p in self.pgids):
+                time.sleep(0.1)
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------- report
@@ -598,6 +609,9 @@ def main() -> int:
         return 0
 
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="history-scale-"))
+    print(f"$ python {' '.join(sys.argv)}")
+    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores, load average "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} at the start", flush=True)
     results: dict[int, list[dict[str, float]]] = {}
     try:
         for n in sizes:
@@ -625,6 +639,7 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     report(results, reps)
+    print(f"\nLoad average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 
