@@ -467,8 +467,9 @@ class LiveRuns:
         try:
             for i in range(live):
                 for ev in engine.start(live_id(i)):
-                    if ev.get("kind") == "run_started" and isinstance(ev.get("pgid"), int):
-                        self.pgids.append(ev["pgid"])
+                    pgid = ev.get("pgid")
+                    if ev.get("kind") == "run_started" and isinstance(pgid, int):
+                        self.pgids.append(pgid)
         finally:
             engine.close()
         del engine
