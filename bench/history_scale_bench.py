@@ -31,9 +31,11 @@ minima), and issue 24's targets against the largest size.
     python bench/history_scale_bench.py --sizes 1000,10000,100000,1000000   # the issue's table
     python bench/history_scale_bench.py --keep DIR        # keep the generated campaigns
 
-Generation alone (a campaign folder with its journal, no live runs):
+Generation alone (a campaign folder with its journal, no live runs), then a profile of
+one measurement of it:
 
     python bench/history_scale_bench.py --generate-only DIR --sizes 100000
+    python bench/history_scale_bench.py --measure-one DIR/n100000/campaign.yaml --profile
 """
 
 from __future__ import annotations
@@ -593,11 +595,26 @@ def main() -> int:
                         help="generate into DIR and keep it (default: a temporary folder)")
     parser.add_argument("--generate-only", default=None, metavar="DIR",
                         help="only write a campaign per size under DIR")
-    parser.add_argument("--measure-one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--profile", action="store_true",
+                        help="with --measure-one CAMPAIGN: print where open and the ticks "
+                             "spend their time (cProfile, top 30 by own time)")
+    parser.add_argument("--measure-one", default=None, metavar="CAMPAIGN",
+                        help="measure one existing campaign in this interpreter (JSON out)")
     args = parser.parse_args()
 
     if args.measure_one:
-        print(json.dumps(measure_one(Path(args.measure_one))))
+        if args.profile:
+            import cProfile
+            import pstats
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+            result = measure_one(Path(args.measure_one))
+            profiler.disable()
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(30)
+        else:
+            result = measure_one(Path(args.measure_one))
+        print(json.dumps(result))
         return 0
     sizes = [int(s) for s in (args.sizes or ("1000,10000" if args.quick
                                              else "1000,10000,100000")).split(",")]
