@@ -131,17 +131,21 @@ def journal_line(seq: int, when: datetime, kind: str, fields: dict[str, Any]) ->
 
 
 class LineWriter:
-    """The journal view the project's record functions write through (``events`` and
+    """The journal view the project's record functions write through (``has_kind`` and
     ``append``), writing lines to a file: no lock, no fsync, no read-back."""
 
     def __init__(self, handle: BinaryIO) -> None:
         self.handle = handle
         self.seq = 0
-        self.events: list[dict[str, Any]] = []  # what record_environment looks at
+        self.kinds: set[str] = set()  # what record_environment looks at
+
+    def has_kind(self, kind: str) -> bool:
+        return kind in self.kinds
 
     def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
         assert now is not None
         self.seq += 1
+        self.kinds.add(kind)
         self.handle.write(journal_line(self.seq, now, kind, fields))
         return {"seq": self.seq, "kind": kind, **fields}
 

@@ -144,7 +144,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
         _print_written(event)
     grace = engine.campaign.settings.stop_grace_s
     stopped = engine.wait_stopped(event["run"], timeout=grace + 10)
-    after = [e for e in engine.journal.events() if e["seq"] > event["seq"]]
+    after = [e for e in engine.journal.recent() if e["seq"] > event["seq"]]
     _print_written([event, *after] if args.json else after, args)
     if not stopped:
         print(f"cockpit stop: run {event['run']} still alive after {grace + 10:g} s",

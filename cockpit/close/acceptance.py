@@ -365,7 +365,7 @@ def awaiting_verdict(campaign: Campaign, state: CampaignState) -> list[str]:
 
 
 # The state of the events read under the lock (with the peers' copies: the engine's fold).
-FoldOwn = Callable[[list[Event], datetime], CampaignState]
+FoldOwn = Callable[[datetime], CampaignState]  # the state under the journal lock
 
 
 class Judge(Protocol):
@@ -383,7 +383,7 @@ class Judge(Protocol):
 
     def state(self, now: datetime | None = None) -> CampaignState: ...
 
-    def fold_locked(self, own: list[Event], now: datetime) -> CampaignState: ...
+    def fold_locked(self, now: datetime) -> CampaignState: ...
 
 
 def record_verdict(journal: JournalWriter, fold_own: FoldOwn, campaign: Campaign,
@@ -396,7 +396,7 @@ def record_verdict(journal: JournalWriter, fold_own: FoldOwn, campaign: Campaign
     the run was judged on the question's metric (D2)."""
     spec = campaign.runs[run_id]
     with journal.transaction() as txn:
-        current = fold_own(txn.events, now).runs.get(run_id)
+        current = fold_own(now).runs.get(run_id)
         if current is None or current.verdict is not None or current.attempt != attempt:
             return None
         kind = "result_accepted" if accepted else "result_rejected"

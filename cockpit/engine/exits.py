@@ -59,7 +59,7 @@ class ExitRecorder:
         measured = self.history.time.watched_s(st.attempt) if st.attempt is not None else None
         elapsed = {} if measured is None else {"elapsed_s": measured}
         with self.history.journal.transaction() as txn:
-            folded = self.history.fold_locked(txn.events, now)
+            folded = self.history.fold_locked(now)
             current = folded.stages[st.id]
             if current.state != RUNNING or current.attempt != st.attempt:
                 return  # another cockpit recorded it first

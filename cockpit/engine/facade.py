@@ -131,8 +131,8 @@ class Engine:
         self.read_only = read_only
         self.actor = actor
         self.clock: Clock = as_clock(clock)
-        self.journal: EventJournal = (journal if journal is not None
-                                      else Journal(CampaignFiles.of(campaign).journal))
+        self.journal: EventJournal = journal if journal is not None else Journal(
+            CampaignFiles.of(campaign).journal, bounded=True)
         self.supervisor: Supervisor = supervisor or ProcessSupervisor()
         self.time = Timebase(self.clock)
         scope = self.scope = Scope(campaign, machine)
@@ -221,6 +221,7 @@ class Engine:
         self.observer.sample_telemetry(state, now, self.past.journal_once)
         self.past.announce(now)
         self.hooks.run(self.past.fresh, now)  # for the events first seen in this tick
+        self.past.save_cache()  # every CACHE_EVERY_S: a restart folds only the tail
         return self.past.state(now)
 
     def _snapshot(self, state: CampaignState, now: datetime) -> Snapshot:
@@ -237,7 +238,7 @@ class Engine:
 
     def _export_facts(self) -> ExportFacts:
         exported = any(ev.get("kind") == "export_done" and ev.get("verified")
-                       for ev in self.journal.events()[-200:])
+                       for ev in self.journal.recent(200))
         # The size an export would have now (the newest checkpoints and the rest).
         expected = expected_export_bytes(self.campaign, self.observer.newest_sizes())
         return ExportFacts(exported, expected, self.past.export_bytes)
@@ -254,9 +255,10 @@ class Engine:
         self.open()
         return self.past.events(now)
 
-    def fold_locked(self, own: list[Event], now: datetime) -> CampaignState:
-        """``fold`` over the own events read under the journal lock, with the peers'."""
-        return self.past.fold_locked(own, now)
+    def fold_locked(self, now: datetime) -> CampaignState:
+        """The state under the journal lock: what was read under it folded, with the
+        peers' events."""
+        return self.past.fold_locked(now)
 
     def holding(self) -> bool:
         """Whether time-based actions wait for the clock to settle after a jump."""
@@ -345,7 +347,7 @@ class Engine:
 
     def close(self) -> None:
         self.observer.close()
-        self.past.close()
+        self.past.close(save=not self.read_only)
 
 
 def machine_from_env() -> int:

@@ -21,7 +21,7 @@ the clock has settled (the caller passes ``holding``); rules on metric values ne
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -110,7 +110,7 @@ def _rule_fires(rule: StopRule, run: RunState, look: RunSeen, holding: bool
 
 
 def blind_rules(campaign: Campaign, state: CampaignState, seen: Mapping[str, RunSeen],
-                known: set[str]) -> list[Intent]:
+                known: Container[str]) -> list[Intent]:
     """``rule_blind`` once per rule and run attempt, for this machine's runs: when a
     running run has run BLIND_GRACE_S (its first reports had time to come) or has
     ended, and a rule's metric was still never seen (issue 22). ``known``: the

@@ -1,17 +1,22 @@
 """The campaign's history as this engine holds it: the own journal, the peers' events
 (from a :class:`~cockpit.engine.ports.PeerSource` it is given), and their fold.
 
-:meth:`History.state` folds the merged, ownership-filtered events into a
-``CampaignState`` and caches it: it folds again only when the own journal or a
-peer's copy changed (the fold is timeless: ``now`` changes nothing in it). Reading
-the state only indexes what later steps need of each new event (its once-only key,
-the monotonic time it was first read, an export's size); announcing events to the
-faces (the recent list, the events new since the last snapshot) is
-:meth:`History.announce`, which only the tick calls.
+The fold is :class:`~cockpit.journal.folded.FoldedHistory`'s: incremental (each event
+applied once, as the journal reads it; the peers' merged in by the documented rule),
+started from the state cache when it fits, and saved to it by a writing engine every
+:data:`CACHE_EVERY_S` seconds and at close. The history holds no list of every event:
+the one-shot readers (``budget``, ``export``, ``next``) stream it through
+:meth:`History.events`.
+
+Each own event is indexed once, when first read (the monotonic time it appeared, an
+export's size); the events journaled before this engine opened are history, and only
+the newest of them are announced. Announcing events to the faces (the recent list, the
+events new since the last snapshot) is :meth:`History.announce`, which only the tick
+calls.
 
 The history is also the engine's one way to write: every part journals through
-``history.journal`` (under its lock, in a transaction), folds what it read under the
-lock with :meth:`History.fold_locked`, and writes a once-only event with
+``history.journal`` (under its lock, in a transaction), reads the state under the lock
+with :meth:`History.fold_locked`, and writes a once-only event with
 :meth:`History.journal_once`.
 """
 
@@ -31,117 +36,140 @@ from cockpit.engine.snapshot import EventLine, MachineView
 from cockpit.engine.timebase import Timebase, parse_t
 from cockpit.journal.events import describe_event
 from cockpit.journal.fields import Event
-from cockpit.journal.fold import CampaignState, fold
-from cockpit.journal.merge import merge_events
-from cockpit.journal.read import history_of
+from cockpit.journal.fold import CampaignState
+from cockpit.journal.folded import FoldedHistory
+from cockpit.journal.paths import CampaignFiles
 from cockpit.planning.deadline import export_size
 
 RECENT_EVENTS = 50
+UNANNOUNCED_KEPT = 1000  # own events read and not yet announced (a burst keeps its newest)
+CACHE_EVERY_S = 60.0  # a writing engine saves the state cache this often (and at close)
+
+
+class OnceKeys:
+    """The once-only keys journaled (``key in history.keys``), as the journal holds them."""
+
+    def __init__(self, journal: EventJournal) -> None:
+        self._journal = journal
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._journal.has_key(key)
 
 
 class History:
-    """Journal + peers + fold, cached (see the module text)."""
+    """Journal + peers + incremental fold (see the module text)."""
 
     def __init__(self, campaign: Campaign, journal: EventJournal, timebase: Timebase, *,
-                 machine: int | None, peers: PeerSource | None = None) -> None:
+                 machine: int | None, peers: PeerSource | None = None,
+                 cache: bool = True) -> None:
         self.campaign = campaign
         self.journal = journal
         self.time = timebase
         self.machine = machine
         self.peers = peers
-        self._state: CampaignState | None = None
-        self._events: list[Event] = []
-        self._folded_at: tuple[int, int, tuple[int, ...]] | None = None  # (seq, count, peers)
-        self._indexed = 0  # own events indexed (keys, monotonic times, export sizes)
-        self.keys: set[str] = set()  # "key" fields of journaled once-only events
+        self.keys = OnceKeys(journal)  # "key" fields of journaled once-only events
         # The real size of the newest export written (D19: retrieval at the transfer rate).
         self.export_bytes: int | None = None
-        # Announced to the faces: own events and each peer's, up to here.
-        self._announced = 0
+        self.folded = FoldedHistory(
+            campaign, journal, machine, peers=peers is not None, on_own=self._index,
+            cache_path=CampaignFiles.of(campaign).state_cache if cache else None)
+        self._opening = True  # the first read: every event is history
+        self._saved_at: float | None = None  # monotonic time of the last cache save
+        # Announced to the faces: own events read and not announced yet, and each peer's
+        # events up to here.
+        self._unannounced: deque[Event] = deque(maxlen=UNANNOUNCED_KEPT)
         self._peer_announced: dict[int, int] = {}
         self._peers_opened = False
         self.recent: deque[EventLine] = deque(maxlen=RECENT_EVENTS)
         self._fresh: list[EventLine] = []
 
     def open(self) -> None:
-        """Mark where this engine began to watch: events up to here are history."""
-        self.time.opened_seq = max((int(ev.get("seq", 0)) for ev in self.journal.events()),
-                                   default=0)
+        """Read the history (from the cache when it fits) and mark where this engine
+        began to watch: events up to here are history."""
+        if self._opening:
+            self.time.read_history(self.time.mono(), self.time.steady_now())
+            self.folded.catch_up(self.peer_events())
+            self._opening = False
+            if not self._unannounced:  # started from the cache: show the newest anyway
+                self._unannounced.extend(self.journal.recent(RECENT_EVENTS))
+            last = self.journal.recent(1)
+            self.time.opened_seq = int(last[-1].get("seq", 0)) if last else 0
 
     # ------------------------------------------------------------------ reading
     def peer_events(self) -> list[list[Event]]:
         return self.peers.events() if self.peers is not None else []
 
     def state(self, now: datetime | None = None) -> CampaignState:
-        """The folded state; folded again only when the journal or a peer's copy changed."""
-        own = self.journal.events()
-        peers = self.peer_events()
-        mark = (own[-1]["seq"] if own else 0, len(own), tuple(len(p) for p in peers))
-        if self._state is None or mark != self._folded_at:
-            self._state, self._events = history_of(self.campaign, own, peers, self.machine,
-                                                   now or self.time.clock.now())
-            self._folded_at = mark
-            self._index(own, now)
-        return self._state
+        """The folded state, brought up to date with what was appended since."""
+        if self._opening:
+            self.open()
+        self._now = now
+        return self.folded.catch_up(self.peer_events())
+
+    _now: datetime | None = None  # the time of the read that indexes new events
+
+    def _index(self, ev: Event) -> None:
+        """What later steps need of an own event, when it is first read."""
+        if (size := export_size(ev)) is not None:
+            self.export_bytes = size
+        if not self._opening:
+            self.time.saw(ev, self.time.mono(), self._now or self.time.steady_now())
+        self._unannounced.append(ev)
 
     def events(self, now: datetime | None = None) -> list[Event]:
         """The events the state was folded from: this machine's and its peers', merged
-        and filtered (what ``budget``, ``export`` and ``next`` read)."""
+        and filtered (what ``budget``, ``export`` and ``next`` read): the journal is read
+        again for them (one-shot readers only; the tick never calls it)."""
         self.state(now)
-        return self._events
+        return self.folded.events(self.peer_events())
 
-    def _index(self, own: list[Event], now: datetime | None) -> None:
-        """What later steps need of each own event read for the first time."""
-        mono, steady = self.time.mono(), now or self.time.steady_now()
-        for ev in own[self._indexed:]:
-            if "key" in ev:
-                self.keys.add(str(ev["key"]))
-            if (size := export_size(ev)) is not None:
-                self.export_bytes = size
-            self.time.saw(ev, mono, steady)
-        self._indexed = len(own)
-
-    def fold_locked(self, own: list[Event], now: datetime) -> CampaignState:
-        """``fold`` over the own events (read under the lock) and the peers' copies."""
-        peers = self.peer_events()
-        merged = merge_events(own, peers, self.machine or 0) if peers else own
-        return fold(self.campaign, merged, now, self.machine)
+    def fold_locked(self, now: datetime) -> CampaignState:
+        """The state under the journal lock (the lock's read brought the journal up to
+        date: what was read under it is folded)."""
+        return self.state(now)
 
     def journal_once(self, kind: str, key: str, now: datetime, **fields: Any) -> bool:
         """Append an event unless one with that ``key`` exists; True when written."""
         if key in self.keys:
             return False  # cheap check first: no lock taken on every tick
         with self.journal.transaction() as txn:
-            if any(ev.get("key") == key for ev in txn.events):
+            if txn.has_key(key):
                 return False
             txn.append(kind, now=now, key=key, **fields)
         return True
 
-    def changed(self) -> bool:
-        """Whether the journal (or a peer's copy) moved since the last fold."""
-        own = self.journal.events()
-        peers = self.peer_events()
-        return (own[-1]["seq"] if own else 0, len(own),
-                tuple(len(p) for p in peers)) != self._folded_at
+    @property
+    def refolds(self) -> int:
+        return self.folded.refolds
+
+    def save_cache(self, force: bool = False) -> None:
+        """Save the state cache when :data:`CACHE_EVERY_S` passed (``force``: now)."""
+        mono = self.time.mono()
+        if force or self._saved_at is None or mono - self._saved_at >= CACHE_EVERY_S:
+            self._saved_at = mono
+            self.folded.save(self.peer_events())
 
     # ------------------------------------------------------------------ announcing
     def announce(self, now: datetime | None = None) -> None:
         """Put the events read since the last call into the recent list and the events
-        new for the next snapshot (a peer's event not folded says so, with why)."""
+        new for the next snapshot (a peer's event not folded says so, with why). At the
+        first call only the newest :data:`RECENT_EVENTS` of each history are lines."""
         state = self.state(now)
         refused = {id(d.event): d.reason for d in state.not_folded}
         for i, events in enumerate(self.peer_events()):
-            for ev in events[self._peer_announced.get(i, 0):]:
+            start = self._peer_announced.get(i, max(0, len(events) - RECENT_EVENTS))
+            for ev in events[start:]:
                 self._add(self._peer_line(ev, refused.get(id(ev))))
             self._peer_announced[i] = len(events)
         self._peers_opened = True
-        own = self.journal.events()
-        for ev in own[self._announced:]:
+        while self._unannounced:
+            ev = self._unannounced.popleft()
             seq = int(ev.get("seq", 0))
+            if seq <= self.time.opened_seq and len(self._unannounced) >= RECENT_EVENTS:
+                continue  # history before this engine opened: only the newest are shown
             self._add(EventLine(seq, parse_t(ev), ev["kind"], describe_event(ev),
                                 fields=MappingProxyType(dict(ev)),
                                 earlier=seq <= self.time.opened_seq))
-        self._announced = len(own)
 
     def _peer_line(self, ev: Mapping[str, Any], refused: str | None) -> EventLine:
         seq = int(ev.get("seq", 0))
@@ -182,6 +210,8 @@ class History:
                 str(status["t"]) if "t" in status else None, v.notices))
         return tuple(out)
 
-    def close(self) -> None:
+    def close(self, save: bool = False) -> None:
+        if save and not self._opening:
+            self.save_cache(force=True)
         if self.peers is not None:
             self.peers.close()

@@ -132,7 +132,7 @@ class HookDispatcher:
     def _launch(self, hook: Hook, name: str, event: dict[str, Any], now: datetime) -> None:
         key = f"hook:{name}:{event.get('seq')}"
         with self.history.journal.transaction() as txn:
-            if any(ev.get("key") == key for ev in txn.events):
+            if txn.has_key(key):
                 return
             try:
                 pid = self.runner.launch(hook, event, name)

@@ -115,7 +115,7 @@ class Launcher:
 
     def fire(self, run_id: str, firing: Firing, now: datetime) -> None:
         with self.history.journal.transaction() as txn:
-            state = self.history.fold_locked(txn.events, now)
+            state = self.history.fold_locked(now)
             run = state.runs[run_id]
             if firing.rule in state.fired_for(run_id, run.attempt) or run.state != RUNNING:
                 return  # fired once per run, whichever cockpit saw it first
@@ -148,7 +148,7 @@ class Launcher:
         self.scope.refuse_other_machine(stage, "start")
         now = now or self.time.clock.now()
         with self.history.journal.transaction() as txn:
-            state = self.history.fold_locked(txn.events, now)
+            state = self.history.fold_locked(now)
             if auto and state.stages[stage_id].state != RUNNING \
                     and stage_status(self.campaign, state, stage) != "ready":
                 return []
@@ -202,7 +202,7 @@ class Launcher:
 
     def _claim_and_launch(self, txn: JournalView, stage: Stage, p_hash: str | None,
                           forced: bool, auto: bool, now: datetime) -> list[Event]:
-        seq = len(txn.events) + 1  # the claim's own seq: the marker names it
+        seq = txn.count + 1  # the claim's own seq: the marker names it
         marker = launch_marker(self.campaign, stage.id, seq)
         owner = self.time.owner
         claim = txn.append("stage_claimed", now=now, stage=stage.id, run=stage.run,
@@ -279,12 +279,10 @@ class Launcher:
     def _reconcile_one(self, txn: JournalView, stage_id: str, claim_seq: int, marker: str,
                        found: list[Marked], now: datetime) -> None:
         stage = self.campaign.stage(stage_id)
-        events = txn.events
-        current = self.history.fold_locked(events, now).stages[stage_id]
+        current = self.history.fold_locked(now).stages[stage_id]
         if current.claim != claim_seq:
             return  # another cockpit reconciled it first
-        claim: Mapping[str, Any] = next(
-            (ev for ev in reversed(events) if ev.get("seq") == claim_seq), {})
+        claim: Mapping[str, Any] = self.history.journal.event_at(claim_seq) or {}
         if found:
             self._append_started(txn, stage, claim, _relaunched(found, marker, self.campaign,
                                                                 stage), now, reconciled=True)
@@ -315,7 +313,7 @@ class Launcher:
         run_id = self.scope.run_of(target)
         self.scope.refuse_other_run(run_id, "stop")
         with self.history.journal.transaction() as txn:
-            state = self.history.fold_locked(txn.events, now)
+            state = self.history.fold_locked(now)
             run = state.runs.get(run_id)
             if refusal := stop_refusal(run_id, run):
                 raise ActionRefused(refusal)

@@ -74,7 +74,7 @@ class Recorder:
         if state.latest_plan_hash is None or state.latest_plan_hash == self.campaign.sha256:
             return
         with self.history.journal.transaction() as txn:
-            current = self.history.fold_locked(txn.events, now)
+            current = self.history.fold_locked(now)
             if current.latest_plan_hash not in (None, self.campaign.sha256):
                 txn.append("plan_changed", now=now, sha256=self.campaign.sha256,
                            path=str(self.campaign.path), text_z=pack(self.campaign.text))
@@ -128,7 +128,7 @@ class Recorder:
         if failed and not (note or "").strip():
             raise InputError("accept --override needs a --note saying why")
         with self.history.journal.transaction() as txn:
-            current = self.history.fold_locked(txn.events, now).runs[run_id]
+            current = self.history.fold_locked(now).runs[run_id]
             self._judgeable(run_id, current)
             if current.verdict == "accepted":
                 return None
@@ -146,7 +146,7 @@ class Recorder:
         if not note.strip():
             raise InputError("reject needs a --note saying why")
         with self.history.journal.transaction() as txn:
-            current = self.history.fold_locked(txn.events, now).runs[run_id]
+            current = self.history.fold_locked(now).runs[run_id]
             self._judgeable(run_id, current, rejecting=True)
             if current.verdict == "rejected":
                 return None
@@ -195,7 +195,7 @@ class Recorder:
             raise InputError(f"mark: {what!r} is not one of started, done, skipped")
         self.scope.refuse_other_machine(stage, "mark")
         with self.history.journal.transaction() as txn:
-            state = self.history.fold_locked(txn.events, now)
+            state = self.history.fold_locked(now)
             st = state.stages[stage_id]
             record_plan(txn, self.campaign, state, now)
             if refusal := mark_refusal(state, stage, what):
@@ -227,7 +227,7 @@ class Recorder:
         drops = tuple(drops)
         self._check_decision(outcome, drops, note)
         with self.history.journal.transaction() as txn:
-            state = self.history.fold_locked(txn.events, now)
+            state = self.history.fold_locked(now)
             stage = self._pending_at(state, stage)
             # Made where its stage runs (the ownership table): elsewhere never folded.
             self.scope.refuse_other_machine(self.scope.stage(stage), "decide")

@@ -48,6 +48,7 @@ class Timebase:
         # seq -> monotonic time: when written, for events that appeared while this engine
         # watched; for older ones, their wall age when first read.
         self._mono_at: dict[int, float] = {}
+        self._history_read: tuple[float, datetime] | None = None  # (mono, steady) then
         # Events up to here are history (set by the engine's open): a face announces only
         # what happens after, and only later events have a measured duration.
         self.opened_seq = 0
@@ -85,13 +86,25 @@ class Timebase:
     def saw(self, event: Mapping[str, Any], mono: float, steady: datetime) -> None:
         """An own event read for the first time: when it happened, on the monotonic clock."""
         seq = int(event.get("seq", 0))
-        self._mono_at.setdefault(seq, mono if seq > self.opened_seq else
-                                 mono - max(0.0, (steady - parse_t(event)).total_seconds()))
+        if seq > self.opened_seq:
+            self._mono_at.setdefault(seq, mono)
+        else:
+            self.read_history(mono, steady)
+
+    def read_history(self, mono: float, steady: datetime) -> None:
+        """The engine reads the history journaled before it opened: an event of it is
+        not stored (a million of them), its age is its wall age as of now (:meth:`age_s`)."""
+        if self._history_read is None:
+            self._history_read = (mono, steady)
 
     def age_s(self, seq: Any, t: datetime | None, now: datetime) -> float:
         """Seconds since an own journal event, on the monotonic clock (the wall clock's
         ``now - t`` only for an event this engine has not read yet)."""
         at = self._mono_at.get(seq) if isinstance(seq, int) else None
+        if at is None and self._history_read is not None and t is not None \
+                and isinstance(seq, int) and 0 < seq <= self.opened_seq:
+            mono, steady = self._history_read
+            at = mono - max(0.0, (steady - t).total_seconds())
         if at is not None:
             return self.mono() - at
         return (now - t).total_seconds() if t is not None else 0.0

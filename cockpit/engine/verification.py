@@ -103,7 +103,7 @@ class Verification:
         """Claim the verification under the lock (False: someone holds it)."""
         owner = self.history.time.owner
         with self.history.journal.transaction() as txn:
-            claims = verify_claims(txn.events, run.id, run.attempt, path)
+            claims = verify_claims(txn.recent(VERIFY_CLAIM_LOOKBACK), run.id, run.attempt, path)
             if claims and self.claim_holds(claims[-1], now):
                 return False
             key = f"verify:{run.id}:{run.attempt}:{path}"
@@ -129,7 +129,7 @@ class Verification:
         return age < float(limit) and self.history.time.owner_alive(claim)
 
     def _recent_claims(self, run_id: str, attempt: Any, path: str) -> list[Event]:
-        events = self.history.journal.events()[-VERIFY_CLAIM_LOOKBACK:]
+        events = self.history.journal.recent(VERIFY_CLAIM_LOOKBACK)
         return verify_claims(events, run_id, attempt, path)
 
     def _claimed(self, run_id: str, attempt: Any, path: str, now: datetime) -> bool:

@@ -35,7 +35,7 @@ def open_engine(path: str | Path, *, auto: bool = False, actor: str = "cockpit",
     other machines' journals are pulled: ``pull="background"`` in a thread (the faces),
     ``"once"`` now, within a time limit (one-shot commands), ``"cache"`` not at all."""
     from cockpit.campaign import load_campaign
-    from cockpit.journal.log import NullJournal
+    from cockpit.journal.writer import NullJournal
     from cockpit.telemetry import simulate_count_from_env
 
     campaign = load_campaign(path)

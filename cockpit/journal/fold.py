@@ -23,6 +23,7 @@ here: most readers import them from this module).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
@@ -62,8 +63,10 @@ __all__ = [
     "DONE", "DROPPED", "DROPPED_SHOWN", "ENDED", "FAILED", "FOLDED_AS_NOTHING", "HANDLERS",
     "NOT_STARTED", "PENDING", "RUNNING", "SKIPPED", "STOPPED", "SUCCEEDED", "Attempt",
     "CampaignState", "CostEntry", "Decision", "Dropped", "FiredRule", "RunState",
-    "StageState", "StopInfo", "fold", "fold_history",
+    "IncrementalFold", "StageState", "StopInfo", "fold", "fold_history",
 ]
+
+REFUSED_KEPT = 1000  # events not folded that the state keeps (the newest; the rest counted)
 
 # The fold's dispatch: one handler per kind of the table.
 HANDLERS: Mapping[str, Handler] = {**STAGE_HANDLERS, **RUN_HANDLERS, **RECORD_HANDLERS}
@@ -85,7 +88,11 @@ def _tag(event: Event) -> int | None:
 def fold(campaign: Campaign, events: Iterable[Event], now: datetime,
          machine: int | None = None) -> CampaignState:
     """Replay the journals over the plan (see :func:`fold_history`)."""
-    return fold_history(campaign, events, now, machine)[0]
+    del now  # the fold is timeless; ``now`` is part of the signature for derived views
+    folding = IncrementalFold(campaign, machine)
+    for ev in events:
+        folding.apply(ev)
+    return folding.state()
 
 
 def fold_history(campaign: Campaign, events: Iterable[Event], now: datetime,
@@ -98,34 +105,80 @@ def fold_history(campaign: Campaign, events: Iterable[Event], now: datetime,
     (its plan record, its warnings) are skipped. With no ``machine`` (a caller with one
     journal and no campaign machines) untagged events are not checked. Unknown events
     and stale references of the own journal are ignored, as before."""
-    del now  # the fold is timeless; ``now`` is part of the signature for derived views
-    f = Folding.start(campaign)
-    last_seq = 0
-    kept: list[Event] = []
-    refused: list[Dropped] = []
-    dropped_by: dict[int, set[str]] = {}  # machine -> stages its decisions dropped
-    for ev in events:
+    del now
+    folding = IncrementalFold(campaign, machine)
+    kept = [ev for ev in events if folding.apply(ev)]
+    return folding.state(), kept
+
+
+class IncrementalFold:
+    """The fold as a running total: :meth:`apply` takes one event (O(1) in the history
+    before it), :meth:`state` freezes the drafts (only when an event changed them).
+    Folding events one at a time equals folding them all at once (a property test)."""
+
+    def __init__(self, campaign: Campaign, machine: int | None = None) -> None:
+        self.campaign = campaign
+        self.machine = machine
+        self.folding = Folding.start(campaign)
+        self.last_seq = 0
+        self.applied = 0  # events offered, folded or not
+        self.refused = RefusedEvents()
+        self.dropped_by: dict[int, set[str]] = {}  # machine -> stages its decisions dropped
+        self._frozen: CampaignState | None = None
+
+    def apply(self, ev: Event) -> bool:
+        """Fold one event; False when it is not folded (a peer's local record, or refused)."""
+        self.applied += 1
         kind = str(ev.get("kind"))
         tag = _tag(ev)
-        writer = tag if tag is not None else machine
-        peer = tag is not None and tag != machine
-        if peer and machine is not None and SCOPE.get(kind, LOCAL) == LOCAL:
-            continue  # the peer's own record (its plan, warnings, exports): not ours
+        writer = tag if tag is not None else self.machine
+        peer = tag is not None and tag != self.machine
+        if peer and self.machine is not None and SCOPE.get(kind, LOCAL) == LOCAL:
+            return False  # the peer's own record (its plan, warnings, exports): not ours
+        f = self.folding
         if writer is not None:
-            why = _refusal(f, ev, writer, peer, dropped_by.get(writer, set()))
+            why = _refusal(f, ev, writer, peer, self.dropped_by.get(writer, set()))
             if why is not None:
-                refused.append(Dropped(tag, ev.get("seq"), kind, why, ev))
-                continue
+                self.refused.add(Dropped(tag, ev.get("seq"), kind, why, ev))
+                self._frozen = None
+                return False
             if kind == "decision":
-                dropped_by.setdefault(writer, set()).update(
+                self.dropped_by.setdefault(writer, set()).update(
                     d for d in ev.get("drops") or () if isinstance(d, str))
-        kept.append(ev)
-        last_seq = max(last_seq, int(ev.get("seq", 0) or 0))
-        f.run(ev)  # any run an event names has a state (a stale one too)
+        self.last_seq = max(self.last_seq, int(ev.get("seq", 0) or 0))
+        if kind in EVENT_KINDS:
+            f.run(ev)  # any run an event names has a state (a stale one too)
         handler = HANDLERS.get(kind)
         if handler is not None:
             handler(f, ev)
-    return _frozen(f, last_seq, refused), kept
+        self._frozen = None
+        return True
+
+    def state(self) -> CampaignState:
+        """The frozen state of everything applied so far (cached until the next event)."""
+        if self._frozen is None:
+            self._frozen = _frozen(self.folding, self.last_seq, self.refused)
+        return self._frozen
+
+
+class RefusedEvents:
+    """The events not folded, bounded: the first few named in the warnings, the newest
+    :data:`REFUSED_KEPT` kept for the faces, the rest counted by machine."""
+
+    def __init__(self) -> None:
+        self.first: list[Dropped] = []
+        self.newest: deque[Dropped] = deque(maxlen=REFUSED_KEPT)
+        self.more = 0
+        self.more_machines: set[str] = set()
+
+    def add(self, dropped: Dropped) -> None:
+        self.newest.append(dropped)
+        if len(self.first) < DROPPED_SHOWN:
+            self.first.append(dropped)
+            return
+        self.more += 1
+        self.more_machines.add("this machine" if dropped.machine is None
+                               else f"machine {dropped.machine}")
 
 
 def _refusal(f: Folding, ev: Event, writer: int, peer: bool,
@@ -168,7 +221,7 @@ def _run_state(f: Folding, rid: str) -> RunState:
         earlier=tuple(d.get("earlier", ())))
 
 
-def _frozen(f: Folding, last_seq: int, refused: list[Dropped]) -> CampaignState:
+def _frozen(f: Folding, last_seq: int, refused: RefusedEvents) -> CampaignState:
     """The fold's drafts as the frozen state."""
     stages = {sid: _stage_state(f, sid) for sid in f.stages}
     pending = tuple(s.id for s in f.campaign.stages
@@ -188,16 +241,14 @@ def _frozen(f: Folding, last_seq: int, refused: list[Dropped]) -> CampaignState:
         rules_hash=f.rules_hash,
         journal_warnings=tuple(f.warnings) + _dropped_warnings(refused),
         last_seq=last_seq,
-        not_folded=tuple(refused),
+        not_folded=tuple(refused.newest),
     )
 
 
-def _dropped_warnings(dropped: list[Dropped]) -> tuple[str, ...]:
+def _dropped_warnings(refused: RefusedEvents) -> tuple[str, ...]:
     """One warning per dropped event (the first few), then how many more."""
-    shown = tuple(d.message() for d in dropped[:DROPPED_SHOWN])
-    more = len(dropped) - DROPPED_SHOWN
-    if more > 0:
-        machines = sorted({"this machine" if d.machine is None else f"machine {d.machine}"
-                           for d in dropped[DROPPED_SHOWN:]})
-        shown += (f"and {more} more journal events not folded ({', '.join(machines)})",)
+    shown = tuple(d.message() for d in refused.first)
+    if refused.more > 0:
+        shown += (f"and {refused.more} more journal events not folded "
+                  f"({', '.join(sorted(refused.more_machines))})",)
     return shown

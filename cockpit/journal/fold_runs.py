@@ -23,6 +23,8 @@ from cockpit.journal.state import (
     StopInfo,
 )
 
+VERIFIED_KEPT = 64  # a run's newest verifications the state holds (between 64 and 128)
+
 
 def keep_attempt(run: Draft, attempt: Any) -> None:
     """Before a new attempt replaces a run's fields, keep the one it replaces (D15)."""
@@ -109,9 +111,14 @@ def verdict(f: Folding, ev: Event) -> None:
 
 
 def checkpoint_verified(f: Folding, ev: Event) -> None:
+    """A run's verifications, the newest :data:`VERIFIED_KEPT` (a checkpoint is verified
+    once, newest last: what is asked is whether the newest ones reload)."""
     run_id = ev.get("run")
     if isinstance(run_id, str):
-        f.verified.setdefault(run_id, []).append(ev.copy())
+        kept = f.verified.setdefault(run_id, [])
+        kept.append(ev.copy())
+        if len(kept) > 2 * VERIFIED_KEPT:
+            del kept[:-VERIFIED_KEPT]
 
 
 RUN_HANDLERS: Mapping[str, Handler] = {

@@ -51,19 +51,21 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import itertools
 import json
 import logging
 import os
 import stat
 import threading
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections import deque
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
-from cockpit.common.errors import ActionRefused
 from cockpit.common.safe_json import TooDeep, loads_bounded
+from cockpit.journal.cache import pack_bytes, unpack_bytes
 from cockpit.journal.events import event_problem
 from cockpit.journal.fields import Event
 from cockpit.journal.format import (
@@ -75,6 +77,8 @@ from cockpit.journal.format import (
     sha256_file,
 )
 from cockpit.journal.paths import journal_lock_of
+from cockpit.journal.txn import RECENT_KEPT, JournalTxn
+from cockpit.journal.writer import JournalFollower
 
 __all__ = [
     "Journal",
@@ -97,29 +101,6 @@ _TAIL_CHECK = 64
 _READ_CHUNK = 8 * 1024 * 1024
 
 
-class JournalTxn:
-    """The view of the journal inside :meth:`Journal.transaction` (lock held)."""
-
-    def __init__(self, journal: Journal, fd_getter: Any) -> None:
-        self._journal = journal
-        self._fd_getter = fd_getter
-        self._open = True
-
-    @property
-    def events(self) -> list[Event]:
-        """All valid events, read under the lock (including ones appended in this block)."""
-        self._check_open()
-        return list(self._journal._events)
-
-    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> Event:
-        self._check_open()
-        return self._journal._append_locked(self._fd_getter(), kind, now, fields)
-
-    def _check_open(self) -> None:
-        if not self._open:
-            raise JournalError("journal transaction used after its block ended")
-
-
 class Journal:
     """Append-only JSON-lines event log with incremental, damage-tolerant reading.
 
@@ -128,17 +109,29 @@ class Journal:
     returns ``[]``.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, bounded: bool = False) -> None:
         self.path = Path(path)
+        # Bounded (the engine's): no list of every event; the recent window, the count
+        # and the once-only keys only (a follower takes each event as it is read).
+        self.bounded = bounded
+        self._follower: JournalFollower | None = None
         self.lock_path = journal_lock_of(self.path)
         self._mutex = threading.RLock()
+        self._keep = True  # False: a scan's reader, which streams and keeps nothing
+        self._streamed: list[Event] = []
         self._in_txn: threading.local = threading.local()
         self._last_written: datetime | None = None  # the latest ``t`` this writer wrote
         self._reset()
 
     # ------------------------------------------------------------------ reading
-    def _reset(self) -> None:
-        self._events: list[Event] = []
+    def _reset(self, replaced: bool = False) -> None:
+        if replaced and self._follower is not None:
+            self._follower.replaced()  # what it folded is gone: start again
+        self._events: list[Event] = []  # every event (unbounded journals only)
+        self._count = 0  # valid events read
+        self._recent: deque[Event] = deque(maxlen=RECENT_KEPT)
+        self._keys: set[str] = set()
+        self._kinds: set[str] = set()  # the kinds journaled (a kind written once)
         self._garbage: list[JournalProblem] = []
         self._ino: int | None = None
         self._dev: int | None = None
@@ -151,13 +144,95 @@ class Journal:
         self._signature: tuple[int, ...] | None = None  # (ino, size, mtime, ctime) last read
 
     def events(self) -> list[Event]:
-        """All valid events so far (reads only bytes added since the last call).
+        """All valid events so far (reads only bytes added since the last call; a
+        bounded journal reads the whole file again: for one-shot readers only).
 
         The dicts are shared with the journal's cache: treat them as read-only.
         """
         with self._mutex:
             self._refresh()
+            if self.bounded:
+                return list(self.scan())
             return list(self._events)
+
+    def scan(self) -> Iterator[Event]:
+        """Every valid event from the file's start, read afresh and not kept (the export,
+        REPORT.md, a history folded again)."""
+        reader = Journal(self.path)
+        reader._keep = False  # stream: hand each event over, hold none
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise journal_error(self.path, "read", exc) from exc
+        try:
+            for _ in reader._read_lines(fd):
+                yield from reader._streamed
+                reader._streamed.clear()
+        finally:
+            os.close(fd)
+
+    def follow(self, follower: JournalFollower) -> None:
+        """Hand every event read from now on to ``follower`` as it is read (the events
+        read already too: an unbounded journal hands its list over, a bounded one reads
+        its file again)."""
+        with self._mutex:
+            self._follower = follower
+            if self.bounded and self._count:
+                self._reset()
+            for ev in self._events:
+                follower.event(ev)
+
+    def refresh(self) -> None:
+        """Read what was appended (a follower takes it)."""
+        with self._mutex:
+            self._refresh()
+
+    @property
+    def count(self) -> int:  # valid events, as of the last read
+        return self._count
+
+    def position(self) -> dict[str, Any]:
+        """Where reading stopped (JSON values), for the state cache to resume from."""
+        with self._mutex:
+            return {"offset": self._offset, "lines": self._lines, "count": self._count,
+                    "head": pack_bytes(self._head), "tail": pack_bytes(self._tail),
+                    "keys": sorted(self._keys), "kinds": sorted(self._kinds),
+                    "recent": list(self._recent),
+                    "problems": [[p.line, p.message] for p in self._garbage]}
+
+    def resume(self, pos: Mapping[str, Any]) -> None:
+        """Go on reading after a cached :meth:`position` (the cache checked that the
+        file still holds that prefix); the events before it are not read again."""
+        with self._mutex:
+            self._reset()
+            self._offset, self._lines, self._count = (
+                int(pos["offset"]), int(pos["lines"]), int(pos["count"]))
+            self._head, self._tail = unpack_bytes(pos["head"]), unpack_bytes(pos["tail"])
+            self._keys, self._kinds = set(pos["keys"]), set(pos["kinds"])
+            self._recent.extend(cast(Event, ev) for ev in pos["recent"])
+            self._garbage = [JournalProblem(int(n), str(m)) for n, m in pos["problems"]]
+
+    def recent(self, n: int = RECENT_KEPT) -> list[Event]:
+        """The newest ``n`` valid events (at most :data:`RECENT_KEPT`), oldest first."""
+        with self._mutex:
+            self._refresh()
+            return list(self._recent)[-n:] if n > 0 else []
+
+    def has_key(self, key: str) -> bool:
+        """Whether an event with this once-only ``key`` was journaled (a verification
+        claim's key is not kept: claims are looked up in the recent window)."""
+        with self._mutex:
+            self._refresh()
+            return key in self._keys
+
+    def event_at(self, seq: int) -> Event | None:
+        """The event numbered ``seq``: from the recent window, else read from the file."""
+        for ev in itertools.chain(reversed(self.recent()), self.scan()):
+            if ev.get("seq") == seq:
+                return cast(Event, ev)
+        return None
 
     def problems(self) -> list[JournalProblem]:
         """Skipped garbage lines, then the torn last line if there is one."""
@@ -184,8 +259,8 @@ class Journal:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            if self._ino is not None or self._events or self._garbage:
-                self._reset()  # the journal was removed: nothing happened, as far as we know
+            if self._ino is not None or self._count or self._garbage:
+                self._reset(replaced=True)  # removed: nothing happened, as far as we know
             return
         except OSError as exc:
             raise journal_error(self.path, "read", exc) from exc
@@ -198,7 +273,7 @@ class Journal:
         replaced = self._ino is not None and (st.st_ino, st.st_dev) != (self._ino, self._dev)
         if replaced or st.st_size < self._offset:
             log.warning("journal %s was replaced or truncated: reading it again", self.path)
-            self._reset()
+            self._reset(replaced=True)
         signature = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if signature == self._signature and self._ino is not None:
             return  # nothing new (the common tick): one stat, no open
@@ -212,7 +287,7 @@ class Journal:
                 or os.pread(fd, len(self._tail), self._offset - len(self._tail)) != self._tail
             ):
                 log.warning("journal %s was rewritten in place: reading it again", self.path)
-                self._reset()
+                self._reset(replaced=True)
             self._ino, self._dev = st.st_ino, st.st_dev
             self._read_from(fd)
             self._signature = signature
@@ -222,23 +297,31 @@ class Journal:
             os.close(fd)
 
     def _read_from(self, fd: int) -> None:
-        data = b""
-        while True:
-            chunk = os.pread(fd, _READ_CHUNK, self._offset + len(data))
-            if not chunk:
-                break
-            data += chunk
-        end = data.rfind(b"\n")
-        if end >= 0:
+        for _ in self._read_lines(fd):
+            pass
+
+    def _read_lines(self, fd: int) -> Iterator[None]:
+        """Read the complete lines after the offset, a chunk at a time (a journal of a
+        million events is never held as one bytes object); yields after each line."""
+        pos, pending = self._offset, b""
+        while chunk := os.pread(fd, _READ_CHUNK, pos):
+            pos += len(chunk)
+            data = pending + chunk
+            end = data.rfind(b"\n")
+            if end < 0:
+                pending = data
+                continue
             for raw in data[:end].split(b"\n"):
                 self._lines += 1
                 self._take_line(self._lines, raw)
-            self._offset += end + 1
-            self._tail = data[max(0, end + 1 - _TAIL_CHECK) : end + 1]
+                yield
+            self._offset = pos - (len(data) - end - 1)
+            self._tail = data[max(0, end + 1 - _TAIL_CHECK): end + 1]
+            pending = data[end + 1:]
             if not self._head:
                 first = os.pread(fd, _HEAD_CHECK, 0)
                 self._head = first[: first.find(b"\n") + 1 or _HEAD_CHECK]
-        self._partial = data[end + 1 :]
+        self._partial = pending
         torn = self._torn_problem()
         if torn is not None and self._torn_warned != (torn.line, len(self._partial)):
             self._torn_warned = (torn.line, len(self._partial))
@@ -262,11 +345,26 @@ class Journal:
         if wrong is not None:
             self._problem(line_no, f"{event['kind']} event with a bad field ({wrong}): skipped")
             return
-        expected = len(self._events) + 1
+        expected = self._count + 1
         if event.get("seq") != expected:
             # Kept: the event itself is readable; the numbering is only a cross-check.
             self._problem(line_no, f"seq {event.get('seq')!r} where {expected} was expected: kept")
-        self._events.append(cast(Event, event))
+        self._keep_event(cast(Event, event))
+
+    def _keep_event(self, event: Event) -> None:
+        self._count += 1
+        if not self._keep:
+            self._streamed.append(event)
+            return
+        self._recent.append(event)
+        self._kinds.add(event["kind"])
+        key = event.get("key")
+        if isinstance(key, str) and event["kind"] != "verify_started":
+            self._keys.add(key)
+        if not self.bounded:
+            self._events.append(event)
+        if self._follower is not None:
+            self._follower.event(event)
 
     def _problem(self, line_no: int, message: str) -> None:
         problem = JournalProblem(line_no, message)
@@ -367,7 +465,7 @@ class Journal:
                 # Seal a torn fragment as its own (garbage) line before our event.
                 os.write(fd, b"\n")
             self._refresh()
-            event = {"seq": len(self._events) + 1, "t": stamp, "kind": kind, **fields}
+            event = {"seq": self._count + 1, "t": stamp, "kind": kind, **fields}
             # default=str: Paths, Decimals and datetimes become strings rather than errors.
             line = (json.dumps(event, default=str, ensure_ascii=False) + "\n").encode("utf-8")
             written = os.write(fd, line)
@@ -376,27 +474,9 @@ class Journal:
             os.fsync(fd)
         except OSError as exc:
             raise journal_error(self.path, "append to", exc) from exc
-        before = len(self._events)
+        before = self._count
         self._refresh()
-        if len(self._events) != before + 1:  # pragma: no cover - would mean a broken lock
+        if self._count != before + 1:  # pragma: no cover - would mean a broken lock
             raise JournalError(f"journal {self.path}: appended event was not read back")
         self._last_written = when
-        return cast(Event, dict(self._events[-1]))
-
-
-class NullJournal:
-    """`cockpit fleet` has no journal of its own: nothing to read, nothing written."""
-
-    def events(self) -> list[Event]:
-        return []
-
-    def problems(self) -> list[JournalProblem]:
-        return []
-
-    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> Event:
-        raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
-                            "that owns the stage")
-
-    def transaction(self) -> AbstractContextManager[JournalTxn]:
-        raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
-                            "that owns the stage")
+        return cast(Event, dict(self._recent[-1]))

@@ -16,8 +16,12 @@ def merge_events(own: list[Event], peers: Sequence[list[Event]],
     they count as ``own_machine``); each journal keeps its own order."""
     if not any(peers):
         return own
-    return list(heapq.merge(own, *peers, key=lambda ev: (
-        str(ev.get("t")), _machine_of(ev, own_machine))))
+    return list(heapq.merge(own, *peers, key=lambda ev: merge_key(ev, own_machine)))
+
+
+def merge_key(event: Mapping[str, Any], own_machine: int = 0) -> tuple[str, int]:
+    """Where an event sorts in the merged history: its time, then its machine."""
+    return str(event.get("t")), _machine_of(event, own_machine)
 
 
 def _machine_of(event: Mapping[str, Any], own_machine: int) -> int:

@@ -12,6 +12,7 @@ spells a path of its own::
       resume-check/               scratch folders of `verify --resume`
       export/<campaign-id>/       the verified export (cockpit.export.bag; or --out)
       export-hash-cache.json      the export's hash cache
+      cache/state.json            the folded history's cache (cockpit.journal.cache)
       peers/<N>/                  a peer's copies: journal.jsonl, status.json, state.json,
                                   pull.lock (cockpit.fleet.pull)
 
@@ -101,6 +102,12 @@ class CampaignFiles:
 
     def export_root(self, campaign_id: str) -> Path:
         return self.root / "export" / campaign_id
+
+    @property
+    def state_cache(self) -> Path:
+        """The folded history's cache (:mod:`cockpit.journal.cache`): derived, rebuilt
+        whenever it does not fit."""
+        return self.root / "cache" / "state.json"
 
     @property
     def export_hash_cache(self) -> Path:

@@ -2,23 +2,26 @@
 ownership and folded — what ``status``, ``budget``, ``export`` (REPORT.md and the bag's
 journal), ``next`` and the faces' engine all read.
 
-``history_of`` is the pure part (the engine's history uses it too): merge the own events
-with the peers' (ordered by time, then machine), then ``fold_history`` keeps only what
-each writer owns and returns the state and the events folded. ``read_history`` is its
-I/O edge for the one-shot commands: the own journal, read here, and the peers' events,
+``history_of`` is the pure part: merge the own events with the peers' (ordered by time,
+then machine), then ``fold_history`` keeps only what each writer owns and returns the
+state and the events folded. ``read_history`` is its I/O edge for the one-shot
+commands: the own journal folded by :class:`~cockpit.journal.folded.FoldedHistory`
+(from the state cache when it fits, which it never writes), and the peers' events,
 handed in by the caller (the CLI reads the copies under ``.cockpit/peers/<N>/`` through
-the fleet, after one pull, as ``status`` does): the journal layer knows no fleet.
+the fleet, after one pull, as ``status`` does): the journal layer knows no fleet. The
+events themselves are read only when a command asks for them (:attr:`History.events`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import InputError
 from cockpit.journal.fold import CampaignState, fold_history
+from cockpit.journal.folded import FoldedHistory
 from cockpit.journal.writer import Event
 
 
@@ -28,8 +31,13 @@ class History:
 
     campaign: Campaign  # the plan folded over (the plan as decided for ``next``)
     state: CampaignState
-    events: list[Event]  # the events folded (a peer's tagged ``machine``)
-    own: list[Event]  # this machine's own journal, every event
+    folded: FoldedHistory = field(repr=False)
+    peers: Sequence[list[Event]] = field(default=(), repr=False)
+
+    @property
+    def events(self) -> list[Event]:
+        """The events folded (a peer's tagged ``machine``), read from the journal now."""
+        return self.folded.events(self.peers)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -49,8 +57,7 @@ def history_of(campaign: Campaign, own: list[Event],
 
 
 def read_history(campaign: Campaign, machine: int | None,
-                 peers: Sequence[list[Event]] = (), *, now: datetime | None = None,
-                 as_decided: bool = False) -> History:
+                 peers: Sequence[list[Event]] = (), *, as_decided: bool = False) -> History:
     """The merged, filtered history of ``campaign`` as machine ``machine`` reads it.
 
     ``peers``: each other machine's events, tagged ``machine`` (none for a campaign on
@@ -60,12 +67,14 @@ def read_history(campaign: Campaign, machine: int | None,
     from cockpit.journal.paths import CampaignFiles
     from cockpit.journal.plan_record import decided_campaign
 
-    now = now or datetime.now(timezone.utc)
+    files = CampaignFiles.of(campaign)
     try:
-        own = Journal(CampaignFiles.of(campaign).journal).events()
+        journal = Journal(files.journal, bounded=True)
+        if as_decided:
+            campaign = decided_campaign(campaign, journal.scan())
+        folded = FoldedHistory(campaign, journal, machine, peers=bool(peers),
+                               cache_path=files.state_cache)
+        state = folded.catch_up(peers)
     except JournalError as exc:
         raise InputError(str(exc)) from None
-    if as_decided:
-        campaign = decided_campaign(campaign, own)
-    state, events = history_of(campaign, own, peers, machine, now)
-    return History(campaign, state, events, own)
+    return History(campaign, state, folded, peers)

@@ -12,12 +12,26 @@ under the lock, and ``append`` under it (claim before you act).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
+from cockpit.common.errors import ActionRefused
 from cockpit.journal.fields import Event
 from cockpit.journal.format import JournalProblem
+
+
+class JournalFollower(Protocol):
+    """Takes a journal's events as they are read (the incremental fold)."""
+
+    def event(self, event: Event) -> None:
+        """One more valid event, in the file's order."""
+        ...
+
+    def replaced(self) -> None:
+        """The file was replaced, truncated or rewritten: its events come again."""
+        ...
 
 
 class JournalView(Protocol):
@@ -26,6 +40,23 @@ class JournalView(Protocol):
     @property
     def events(self) -> list[Event]:
         """Every valid event, read under the lock (the ones appended in this block too)."""
+        ...
+
+    @property
+    def count(self) -> int:
+        """How many valid events there are (the next is numbered ``count + 1``)."""
+        ...
+
+    def recent(self, n: int = ...) -> list[Event]:
+        """The newest ``n`` events (a bounded window), oldest first."""
+        ...
+
+    def has_key(self, key: str) -> bool:
+        """Whether an event with this once-only ``key`` exists."""
+        ...
+
+    def has_kind(self, kind: str) -> bool:
+        """Whether an event of this kind exists."""
         ...
 
     def append(self, kind: str, now: datetime | None = None, **fields: Any) -> Event:
@@ -38,6 +69,30 @@ class JournalWriter(Protocol):
 
     def events(self) -> list[Event]:
         """Every valid event so far (treat them as read-only)."""
+        ...
+
+    def scan(self) -> Iterator[Event]:
+        """Every valid event from the start, read afresh and not kept (one-shot readers)."""
+        ...
+
+    def follow(self, follower: JournalFollower) -> None:
+        """Hand every event to ``follower`` as it is read (the ones read already too)."""
+        ...
+
+    def refresh(self) -> None:
+        """Read what was appended (a follower takes it)."""
+        ...
+
+    def recent(self, n: int = ...) -> list[Event]:
+        """The newest ``n`` events (a bounded window), oldest first."""
+        ...
+
+    def has_key(self, key: str) -> bool:
+        """Whether an event with this once-only ``key`` was journaled."""
+        ...
+
+    def event_at(self, seq: int) -> Event | None:
+        """The event numbered ``seq`` (the recent window first, then the file)."""
         ...
 
     def problems(self) -> list[JournalProblem]:
@@ -53,4 +108,40 @@ class JournalWriter(Protocol):
         ...
 
 
-__all__ = ["Event", "JournalView", "JournalWriter"]
+__all__ = ["Event", "JournalFollower", "JournalView", "JournalWriter", "NullJournal"]
+
+
+class NullJournal:
+    """`cockpit fleet` has no journal of its own: nothing to read, nothing written."""
+
+    def events(self) -> list[Event]:
+        return []
+
+    def scan(self) -> Iterator[Event]:
+        return iter(())
+
+    def follow(self, follower: JournalFollower) -> None:
+        pass
+
+    def refresh(self) -> None:
+        pass
+
+    def recent(self, n: int = 0) -> list[Event]:
+        return []
+
+    def has_key(self, key: str) -> bool:
+        return False
+
+    def event_at(self, seq: int) -> Event | None:
+        return None
+
+    def problems(self) -> list[JournalProblem]:
+        return []
+
+    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> Event:
+        raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
+                            "that owns the stage")
+
+    def transaction(self) -> AbstractContextManager[JournalView]:
+        raise ActionRefused("cockpit fleet writes no journal: actions run on the machine "
+                            "that owns the stage")

@@ -23,7 +23,7 @@ ENV_KIND = "environment_recorded"
 def record_environment(txn: JournalView, now: datetime) -> list[Event]:
     """Journal the environment once, at the first run start (nothing when it is there
     already, or when it cannot be collected: a start is never refused for it)."""
-    if any(ev.get("kind") == ENV_KIND for ev in txn.events):
+    if txn.has_kind(ENV_KIND):
         return []
     try:
         fields = compact_environment()

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-import cockpit.engine.history as history
 from cockpit.campaign import load_campaign
 from cockpit.engine import Engine
+from cockpit.journal.fold import IncrementalFold
 from cockpit.journal.log import Journal
 from cockpit.telemetry import GpuReading
 from tests.engine.test_engine_guards import FakeClock, FakeSupervisor
@@ -23,9 +23,13 @@ STAGES = [{"id": "a", "hours": 1, "resource": "gpu:0", "run": "r1", "command": [
 class CountingJournal(Journal):
     reads = 0
 
-    def events(self) -> list[dict[str, Any]]:
+    def refresh(self) -> None:
         self.reads += 1
-        return super().events()
+        super().refresh()
+
+    def recent(self, n: int = 4096) -> list[dict[str, Any]]:
+        self.reads += 1
+        return super().recent(n)
 
 
 class CountingGpu:
@@ -71,18 +75,20 @@ def test_a_quiet_tick_folds_nothing_again(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     engine = Engine(load_campaign(write_campaign(tmp_path, STAGES)), clock=FakeClock(),
                     supervisor=FakeSupervisor())
-    folds: list[int] = []
-    real = history.history_of
+    applied: list[str] = []
+    real = IncrementalFold.apply
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        folds.append(1)
-        return real(*args, **kwargs)
+    def counting(self: IncrementalFold, ev: Any) -> bool:
+        applied.append(str(ev["kind"]))
+        return real(self, ev)
 
-    monkeypatch.setattr(history, "history_of", counting)
+    monkeypatch.setattr(IncrementalFold, "apply", counting)
+    engine.note("a", "the first note")
     engine.tick()
-    first = len(folds)
+    first = len(applied)
     engine.tick()
-    assert first >= 1 and len(folds) == first  # nothing written: the cached state
+    engine.tick()
+    assert first >= 1 and len(applied) == first  # nothing written: nothing folded
     engine.note("a", "a note")
     engine.tick()
-    assert len(folds) == first + 1  # written once: folded once more, not per step
+    assert applied[first:] == ["note"]  # one event written: that one folded, only

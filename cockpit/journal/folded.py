@@ -1,0 +1,246 @@
+"""A history folded as it grows: this machine's journal and its peers' events, merged
+by the documented rule (time, then machine) and folded incrementally, with the state
+cache (:mod:`cockpit.journal.cache`) to start from.
+
+:class:`FoldedHistory` follows the journal (``journal.follow``): each event is handed
+over as the journal reads it, whoever made it read (a tick, an action under the lock),
+and applied to one :class:`~cockpit.journal.fold.IncrementalFold` at once: O(new
+events), never O(history), and no list of every event held. With peers, this machine's
+new events wait for :meth:`FoldedHistory.catch_up`, which merges them with the peers'
+new events and applies them. It folds again from the start only when the result would
+otherwise differ from a full fold: the journal was replaced or rewritten, a peer's copy
+shrank or a peer came or went, or a peer's new event sorts before the newest event
+already folded (each counted in :attr:`FoldedHistory.refolds`).
+
+:meth:`FoldedHistory.start` opens from the cache when it fits (never trusted: see
+:mod:`cockpit.journal.cache`), else from the journal's first line; the engine and the
+one-shot commands (``status``, ``budget``, ``next``, ``export``) both start here, and
+only a writing engine saves the cache (:meth:`FoldedHistory.save`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cockpit.campaign.model import Campaign
+from cockpit.journal import cache
+from cockpit.journal.fields import Event
+from cockpit.journal.fold import CampaignState, IncrementalFold, RefusedEvents, fold_history
+from cockpit.journal.folding import Folding
+from cockpit.journal.merge import merge_events, merge_key
+from cockpit.journal.writer import JournalWriter
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # the fold is timeless
+
+
+class FoldedHistory:
+    """Journal + peers, folded incrementally (see the module text). ``on_own`` sees
+    each own event once, when it is first read (the engine indexes it)."""
+
+    def __init__(self, campaign: Campaign, journal: JournalWriter, machine: int | None, *,
+                 peers: bool = False, cache_path: Path | None = None,
+                 on_own: Callable[[Event], None] | None = None) -> None:
+        self.campaign = campaign
+        self.journal = journal
+        self.machine = machine
+        self.cache_path = cache_path
+        self.on_own = on_own
+        self.refolds = 0
+        self.from_cache = False  # started from a cache that fit
+        self.cache_problem: str | None = None  # why a cache present was not used
+        self.fold = IncrementalFold(campaign, machine)
+        self.own_folded = 0  # own events folded
+        self.peer_seen: list[int] = []  # each peer's events folded
+        self.last_key: tuple[str, int] | None = None  # merge key of the newest folded
+        self._with_peers = peers
+        self._pending: list[Event] = []  # own events read, waiting to merge (with peers)
+        self._replaced = False
+        self._lock = threading.RLock()
+        self._started = False
+
+    # ------------------------------------------------------------------ following
+    def event(self, ev: Event) -> None:
+        """The journal read one more own event."""
+        with self._lock:
+            if self.on_own is not None:
+                self.on_own(ev)
+            if self._with_peers:
+                self._pending.append(ev)
+                return
+            self.fold.apply(ev)
+            self.own_folded += 1
+
+    def replaced(self) -> None:
+        """The journal was replaced: its events come again, from the first."""
+        with self._lock:
+            self.refolds += 1
+            self.fold = IncrementalFold(self.campaign, self.machine)
+            self.own_folded, self.last_key, self._pending = 0, None, []
+            self._replaced = True
+
+    # ------------------------------------------------------------------ folding
+    def state(self) -> CampaignState:
+        with self._lock:
+            return self.fold.state()
+
+    def catch_up(self, peers: Sequence[list[Event]] = ()) -> CampaignState:
+        """Read what is new and fold it (merged with the peers' new events)."""
+        if not self._started:
+            self.start(peers)
+        self.journal.refresh()
+        with self._lock:
+            if self._with_peers:
+                self._merge_peers(peers)
+            self._replaced = False
+            return self.fold.state()
+
+    def _merge_peers(self, peers: Sequence[list[Event]]) -> None:
+        own, self._pending = self._pending, []
+        if self._replaced or len(peers) != len(self.peer_seen) or any(
+                len(p) < seen for p, seen in zip(peers, self.peer_seen, strict=True)):
+            self._refold(own if self._replaced else self._own_so_far(own), peers)
+            return
+        fresh = [p[seen:] for p, seen in zip(peers, self.peer_seen, strict=True)]
+        batch = merge_events(own, fresh, self._own) if any(fresh) else own
+        if batch and self.last_key is not None and merge_key(batch[0], self._own) < self.last_key:
+            self._refold(self._own_so_far(own), peers)  # a late event: the order differs
+            return
+        self._apply(batch, peers)
+        self.own_folded += len(own)
+
+    @property
+    def _own(self) -> int:
+        return self.machine or 0
+
+    def _own_so_far(self, new: list[Event]) -> list[Event]:
+        """Every own event folded so far, read again from the file, and the new ones."""
+        return list(itertools.islice(self.journal.scan(), self.own_folded)) + new
+
+    def _refold(self, own: list[Event], peers: Sequence[list[Event]]) -> None:
+        self.refolds += (self.own_folded > 0 or any(self.peer_seen)) and not self._replaced
+        self.fold = IncrementalFold(self.campaign, self.machine)
+        self.last_key = None
+        self._apply(merge_events(own, peers, self._own) if peers else own, peers)
+        self.own_folded = len(own)
+
+    def _apply(self, batch: list[Event], peers: Sequence[list[Event]]) -> None:
+        for ev in batch:
+            self.fold.apply(ev)
+        if batch:
+            self.last_key = merge_key(batch[-1], self._own)
+        self.peer_seen = [len(p) for p in peers]
+
+    def events(self, peers: Sequence[list[Event]] = ()) -> list[Event]:
+        """The events folded so far, merged and filtered (``export``'s and ``next``'s
+        history): the journal is read again for them, once per call."""
+        own = list(itertools.islice(self.journal.scan(), self.own_folded))
+        seen = [p[:n] for p, n in zip(peers, self.peer_seen, strict=False)]
+        merged = merge_events(own, seen, self._own) if seen else own
+        return fold_history(self.campaign, merged, _EPOCH, self.machine)[1]
+
+    # ------------------------------------------------------------------ the cache
+    def start(self, peers: Sequence[list[Event]] = ()) -> None:
+        """Begin: from the cache when it fits (the journal then reads only its tail),
+        else from the journal's first line. Called once, before the first read."""
+        self._started = True
+        if self.cache_path is not None:
+            try:
+                self._restore(cache.load(self.cache_path, self.campaign.sha256,
+                                         self.machine), peers)
+                self.from_cache = True
+            except cache.CacheMismatch as exc:
+                self._not_used(str(exc))
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                self._not_used(f"unreadable ({exc.__class__.__name__})")
+        self.journal.follow(self)
+
+    def _not_used(self, why: str) -> None:
+        if why != "no cache yet":
+            self.cache_problem = why
+            log.info("state cache %s not used (%s): folding the journal", self.cache_path, why)
+
+    def _restore(self, body: dict[str, Any], peers: Sequence[list[Event]]) -> None:
+        """Take the cache's fold (everything is checked before anything is taken)."""
+        pos = body["journal"]
+        path = getattr(self.journal, "path", None)
+        if path is None or not hasattr(self.journal, "resume"):
+            raise cache.CacheMismatch("this journal cannot resume")
+        if cache.prefix_key(path, int(pos["offset"])) != body["prefix"]:
+            raise cache.CacheMismatch("the journal is not the one the cache was folded from")
+        marks = body["peers"]
+        if len(marks) != len(peers) or any(
+                len(p) < n or (n and cache.event_digest(p[n - 1]) != digest)
+                for p, (n, digest) in zip(peers, marks, strict=True)):
+            raise cache.CacheMismatch("a peer's copy is not the one the cache folded")
+        fold = _decode_fold(self.campaign, self.machine, body["fold"])
+        own_folded, last = int(body["own_folded"]), body["last_key"]
+        if own_folded != int(pos["count"]):
+            raise cache.CacheMismatch("its fold and its journal position disagree")
+        self.journal.resume(pos)
+        self.fold, self.own_folded = fold, own_folded
+        self.peer_seen = [int(n) for n, _ in marks]
+        self.last_key = (str(last[0]), int(last[1])) if last else None
+
+    def save(self, peers: Sequence[list[Event]], extra: dict[str, Any] | None = None) -> bool:
+        """Write the cache for what is folded now (False: this journal cannot be cached)."""
+        position = getattr(self.journal, "position", None)
+        path = getattr(self.journal, "path", None)
+        if self.cache_path is None or position is None or path is None:
+            return False
+        pos = position()  # not under the fold's lock: the journal takes its own first
+        with self._lock:
+            if not pos["count"] or pos["count"] != self.own_folded or self._pending:
+                return False  # nothing yet, or read but not folded yet: the next save
+            fold = _encode_fold(self.fold)
+            seen, last = list(self.peer_seen), self.last_key
+        try:
+            prefix = cache.prefix_key(path, int(pos["offset"]))
+        except cache.CacheMismatch:
+            return False  # the journal went away meanwhile
+        body = {
+            "journal": pos, "prefix": prefix,
+            "fold": fold, "own_folded": pos["count"],
+            "peers": [[n, cache.event_digest(p[n - 1]) if n else ""]
+                      for p, n in zip(peers, seen, strict=False)],
+            "last_key": list(last) if last else None, "extra": extra or {}}
+        cache.save(self.cache_path, self.campaign.sha256, self.machine, body)
+        return True
+
+
+_FOLDING_FIELDS = ("stages", "runs", "notes", "verified", "fired", "decisions", "costs",
+                   "warnings", "plan_hash", "latest_plan", "rules_hash")
+
+
+def _encode_fold(f: IncrementalFold) -> dict[str, Any]:
+    r = f.refused
+    return {"folding": {name: cache.encode(getattr(f.folding, name))
+                        for name in _FOLDING_FIELDS},
+            "last_seq": f.last_seq, "applied": f.applied,
+            "dropped_by": cache.encode(f.dropped_by),
+            "refused": cache.encode({"first": r.first, "newest": list(r.newest),
+                                     "more": r.more, "more_machines": r.more_machines})}
+
+
+def _decode_fold(campaign: Campaign, machine: int | None,
+                 body: dict[str, Any]) -> IncrementalFold:
+    f = IncrementalFold(campaign, machine)
+    values = {name: cache.decode(body["folding"][name]) for name in _FOLDING_FIELDS}
+    if set(values["stages"]) != {s.id for s in campaign.stages}:
+        raise cache.CacheMismatch("its stages are not the plan's")
+    f.folding = Folding(campaign, **values)
+    f.last_seq, f.applied = int(body["last_seq"]), int(body["applied"])
+    f.dropped_by = cache.decode(body["dropped_by"])
+    refused = cache.decode(body["refused"])
+    f.refused = RefusedEvents()
+    f.refused.first = list(refused["first"])
+    f.refused.newest.extend(refused["newest"])
+    f.refused.more, f.refused.more_machines = int(refused["more"]), set(refused["more_machines"])
+    return f
