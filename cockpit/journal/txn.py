@@ -31,7 +31,8 @@ class JournalTxn:
     @property
     def count(self) -> int:
         """How many valid events there are (the next one is numbered ``count + 1``)."""
-        return self._journal._count
+        count: int = self._journal._count
+        return count
 
     def recent(self, n: int = RECENT_KEPT) -> list[Event]:
         """The newest ``n`` events, read under the lock."""
@@ -50,7 +51,8 @@ class JournalTxn:
 
     def append(self, kind: str, now: datetime | None = None, **fields: Any) -> Event:
         self._check_open()
-        return self._journal._append_locked(self._fd_getter(), kind, now, fields)
+        event: Event = self._journal._append_locked(self._fd_getter(), kind, now, fields)
+        return event
 
     def _check_open(self) -> None:
         if not self._open:
