@@ -119,7 +119,8 @@ class Budget:
     package: PackageTerms
     committed: Money | None  # None: the offer's price is unknown
     committed_note: str | None  # why it is unknown
-    other_costs: tuple[OtherCost, ...]
+    other_costs: tuple[OtherCost, ...]  # the newest (all of them in the total)
+    other_costs_count: int
     other_costs_total: tuple[Money, ...]  # one per currency, never mixed
     cost_incurred: tuple[Money, ...] | None  # None: the package price is unknown
     accepted_runs: Mapping[str, tuple[str, ...]]  # accepted result id -> its runs (D21)
@@ -159,6 +160,7 @@ class Budget:
             "committed": self.committed.as_json() if self.committed is not None else None,
             "committed_note": self.committed_note,
             "other_costs": [c.as_json() for c in self.other_costs],
+            "other_costs_count": self.other_costs_count,
             "other_costs_total": [m.as_json() for m in self.other_costs_total],
             "cost_incurred": None if self.cost_incurred is None
             else [m.as_json() for m in self.cost_incurred],
@@ -282,14 +284,11 @@ def earlier_attempts(campaign: Campaign, state: CampaignState,
     return tuple(out)
 
 
-def _money_totals(costs: tuple[OtherCost, ...], committed: Money | None
+def _money_totals(others: tuple[Money, ...], committed: Money | None
                   ) -> tuple[dict[str, Money], dict[str, Money]]:
-    """The other costs per currency, and the cost incurred: the package (when its price
-    is known) plus the other costs, per currency, never mixed."""
-    totals: dict[str, Money] = {}
-    for c in costs:
-        prior = totals.get(c.money.currency, Money(Decimal(0), c.money.currency))
-        totals[c.money.currency] = prior + c.money
+    """The other costs per currency (the fold's totals), and the cost incurred: the
+    package (when its price is known) plus the other costs, per currency, never mixed."""
+    totals = {m.currency: m for m in others}
     incurred = dict(totals)
     if committed is not None:
         prior = incurred.get(committed.currency, Money(Decimal(0), committed.currency))
@@ -306,7 +305,7 @@ def budget_of(campaign: Campaign, state: CampaignState, now: datetime) -> Budget
         committed_note = (f"the price of offer {pkg.offer.id} is unknown: state it in the "
                           "campaign file (offers: - id: ..., price: ...); it is not 0")
     others = tuple(OtherCost(c.label, c.money, c.at) for c in state.costs)
-    other_totals, incurred = _money_totals(others, committed)
+    other_totals, incurred = _money_totals(state.cost_totals, committed)
     results = accepted_results(campaign, state)
     share = None
     undefined = None
@@ -322,6 +321,7 @@ def budget_of(campaign: Campaign, state: CampaignState, now: datetime) -> Budget
         package=PackageTerms(pkg.offer.id, pkg.offer.gpu, pkg.offer.gpus, pkg.offer.days,
                              pkg.count, pkg.offer.price, pkg.order_ref),
         committed=committed, committed_note=committed_note, other_costs=others,
+        other_costs_count=state.costs_count,
         other_costs_total=tuple(other_totals.values()),
         cost_incurred=None if committed is None else tuple(incurred.values()),
         accepted_runs={rid: tuple(runs) for rid, runs in results.items()},
@@ -350,7 +350,13 @@ def render_budget(data: dict[str, Any]) -> str:
     else:
         lines.append(f"  package committed: unknown ({data['committed_note']})")
     if data["other_costs"]:
-        lines.append("  other costs (kept apart from the rental, D20):")
+        listed, count = len(data["other_costs"]), data.get("other_costs_count", 0)
+        tail = f"; the newest {listed} of {count}, every one in the total" \
+            if count > listed else ""
+        lines.append(f"  other costs (kept apart from the rental, D20{tail}):")
+        if data["other_costs_total"]:
+            lines.append("    total: " + ", ".join(f"{m['amount']} {m['currency']}"
+                                                  for m in data["other_costs_total"]))
         for cost in data["other_costs"]:
             lines.append(f"    {cost['label']}: {cost['amount']} {cost['currency']}")
     else:

@@ -116,6 +116,8 @@ def _stage_rows(campaign: Campaign, decided: Campaign, state: CampaignState,
         deviation = format_duration(observed - stage.seconds, signed=True) \
             if observed is not None else "—"
         extra = list(st.notes)
+        if st.notes_count > len(st.notes):
+            extra.insert(0, f"{st.notes_count - len(st.notes)} earlier notes (in the journal)")
         if st.reason:
             extra.append(st.reason)
         decision = state.decisions.get(stage.id)

@@ -105,10 +105,19 @@ def decode(value: Any) -> Any:
         return datetime.fromisoformat(v)
     if tag == "decimal":
         return Decimal(v)
+    if tag == "json":
+        return v  # a journal event as read: JSON through and through, nothing tagged
     cls = _CLASSES.get(tag) if isinstance(tag, str) else None
     if cls is None or not isinstance(v, dict):
         raise CacheMismatch(f"unknown tag {tag!r}")
     return cls(**{str(k): decode(x) for k, x in v.items()})
+
+
+def raw(events: Mapping[str, list[Any]]) -> dict[str, Any]:
+    """Journal events per key (a run's verifications) as they were read: plain JSON,
+    stored as is (no tag inside them is ever read as one)."""
+    return {"$": "dict", "v": [[k, [{"$": "json", "v": ev} for ev in evs]]
+                               for k, evs in events.items()]}
 
 
 def pack_bytes(data: bytes) -> str:

@@ -201,7 +201,8 @@ def _stage_state(f: Folding, sid: str) -> StageState:
         id=sid, state=d.get("state", PENDING), attempt=d.get("attempt"),
         started_at=d.get("started_at"), ended_at=d.get("ended_at"), run=d.get("run"),
         manual=d.get("manual", False), exit_code=d.get("exit_code"), reason=d.get("reason"),
-        notes=tuple(f.notes.get(sid, ())), pid=d.get("pid"), pgid=d.get("pgid"),
+        notes=tuple(f.notes.get(sid, ())), notes_count=f.notes_count.get(sid, 0),
+        pid=d.get("pid"), pgid=d.get("pgid"),
         create_time=d.get("create_time"), exit_file=d.get("exit_file"),
         marker=d.get("marker"), claim=d.get("claim"), measured_s=d.get("measured_s"))
 
@@ -234,7 +235,8 @@ def _frozen(f: Folding, last_seq: int, refused: RefusedEvents) -> CampaignState:
         decisions=f.decisions,
         pending_decisions=pending,
         revised=any(d.outcome == "revise" for d in f.decisions.values()),
-        costs=tuple(f.costs),
+        costs=tuple(f.costs), cost_totals=tuple(f.cost_totals.values()),
+        costs_count=f.costs_count,
         plan_hash=f.plan_hash,
         plan_changed=f.plan_hash is not None and f.plan_hash != f.campaign.sha256,
         latest_plan_hash=f.latest_plan,

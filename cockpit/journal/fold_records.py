@@ -4,11 +4,15 @@ notes and other costs."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 
-from cockpit.common.units import other_cost
+from cockpit.common.units import Money, other_cost
 from cockpit.journal.fields import Event
 from cockpit.journal.folding import Folding, Handler, when
 from cockpit.journal.state import DROPPED, PENDING, CostEntry, Decision
+
+NOTES_KEPT = 50  # a stage's newest notes the state lists
+COSTS_KEPT = 200  # the newest other costs the state lists (the totals count every one)
 
 
 def plan_recorded(f: Folding, ev: Event) -> None:
@@ -38,9 +42,15 @@ def decision(f: Folding, ev: Event) -> None:
 
 
 def note(f: Folding, ev: Event) -> None:
+    """A stage's notes: the newest :data:`NOTES_KEPT` (between that and twice it) and
+    how many there were (the journal holds them all)."""
     stage_id = ev.get("stage")
     if isinstance(stage_id, str):
-        f.notes.setdefault(stage_id, []).append(str(ev.get("text", "")))
+        kept = f.notes.setdefault(stage_id, [])
+        kept.append(str(ev.get("text", "")))
+        if len(kept) > 2 * NOTES_KEPT:
+            del kept[:-NOTES_KEPT]
+        f.notes_count[stage_id] = f.notes_count.get(stage_id, 0) + 1
 
 
 def cost(f: Folding, ev: Event) -> None:
@@ -50,6 +60,11 @@ def cost(f: Folding, ev: Event) -> None:
         f.warnings.append(f"journal event {ev.get('seq')}: cost not counted: {exc}")
         return
     f.costs.append(CostEntry(str(ev.get("label", "")), money, when(ev)))
+    if len(f.costs) > 2 * COSTS_KEPT:
+        del f.costs[:-COSTS_KEPT]  # the newest are listed; every one is in the totals
+    prior = f.cost_totals.get(money.currency, Money(Decimal(0), money.currency))
+    f.cost_totals[money.currency] = prior + money
+    f.costs_count += 1
 
 
 RECORD_HANDLERS: Mapping[str, Handler] = {

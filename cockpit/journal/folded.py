@@ -65,6 +65,7 @@ class FoldedHistory:
         self._replaced = False
         self._lock = threading.RLock()
         self._started = False
+        journal.follow(self)  # reads nothing: from now on each event read comes here
 
     # ------------------------------------------------------------------ following
     def event(self, ev: Event) -> None:
@@ -160,7 +161,6 @@ class FoldedHistory:
                 self._not_used(str(exc))
             except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
                 self._not_used(f"unreadable ({exc.__class__.__name__})")
-        self.journal.follow(self)
 
     def _not_used(self, why: str) -> None:
         if why != "no cache yet":
@@ -184,8 +184,9 @@ class FoldedHistory:
         own_folded, last = int(body["own_folded"]), body["last_key"]
         if own_folded != int(pos["count"]):
             raise cache.CacheMismatch("its fold and its journal position disagree")
-        self.journal.resume(pos)
-        self.fold, self.own_folded = fold, own_folded
+        self.journal.resume(pos)  # what was read before: read again after the prefix
+        with self._lock:
+            self.fold, self.own_folded, self._pending = fold, own_folded, []
         self.peer_seen = [int(n) for n, _ in marks]
         self.last_key = (str(last[0]), int(last[1])) if last else None
 
@@ -216,12 +217,14 @@ class FoldedHistory:
 
 
 _FOLDING_FIELDS = ("stages", "runs", "notes", "verified", "fired", "decisions", "costs",
-                   "warnings", "plan_hash", "latest_plan", "rules_hash")
+                   "cost_totals", "costs_count", "notes_count", "warnings", "plan_hash",
+                   "latest_plan", "rules_hash")
 
 
 def _encode_fold(f: IncrementalFold) -> dict[str, Any]:
     r = f.refused
-    return {"folding": {name: cache.encode(getattr(f.folding, name))
+    return {"folding": {name: cache.raw(f.folding.verified) if name == "verified"
+                        else cache.encode(getattr(f.folding, name))
                         for name in _FOLDING_FIELDS},
             "last_seq": f.last_seq, "applied": f.applied,
             "dropped_by": cache.encode(f.dropped_by),

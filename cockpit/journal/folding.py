@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.units import Money
 from cockpit.journal.fields import Event
 from cockpit.journal.format import parse_time
 from cockpit.journal.state import CostEntry, Decision, FiredRule
@@ -32,7 +33,10 @@ class Folding:
     verified: dict[str, list[Event]] = field(default_factory=dict)
     fired: list[FiredRule] = field(default_factory=list)
     decisions: dict[str, Decision] = field(default_factory=dict)
-    costs: list[CostEntry] = field(default_factory=list)
+    costs: list[CostEntry] = field(default_factory=list)  # the newest (fold_records)
+    cost_totals: dict[str, Money] = field(default_factory=dict)  # every cost, per currency
+    costs_count: int = 0
+    notes_count: dict[str, int] = field(default_factory=dict)  # every note, per stage
     warnings: list[str] = field(default_factory=list)
     plan_hash: str | None = None
     latest_plan: str | None = None

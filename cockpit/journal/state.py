@@ -35,7 +35,8 @@ class StageState:
     manual: bool = False
     exit_code: int | None = None
     reason: str | None = None
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # the newest (fold_records.NOTES_KEPT at least)
+    notes_count: int = 0  # every note of the stage, in the journal
     pid: int | None = None
     pgid: int | None = None
     create_time: float | None = None
@@ -188,7 +189,9 @@ class CampaignState:
     decisions: Mapping[str, Decision] = field(default_factory=dict)
     pending_decisions: tuple[str, ...] = ()
     revised: bool = False
-    costs: tuple[CostEntry, ...] = ()
+    costs: tuple[CostEntry, ...] = ()  # the newest (fold_records.COSTS_KEPT at least)
+    cost_totals: tuple[Money, ...] = ()  # every cost, one total per currency
+    costs_count: int = 0
     plan_hash: str | None = None  # the plan as decided (the first one recorded)
     plan_changed: bool = False  # the file now differs from the plan as decided
     latest_plan_hash: str | None = None  # the newest version the journal holds

@@ -39,7 +39,7 @@ def budget_lines(b: Budget) -> list[Text]:
              if b.committed is not None
              else styled([("committed: price unknown", level("warn"))])]
     if b.other_costs:
-        n = len(b.other_costs)
+        n = b.other_costs_count
         lines.append(styled([("other costs ", ""), (_money(b.other_costs_total), "bold"),
                              (f" ({n} item{'s' if n != 1 else ''})", "")]))
     else:
