@@ -11,7 +11,8 @@ the same bytes just before the offset (a SHA-256 of up to 4 KiB), and when every
 has the type it should; anything else (a file rewritten, truncated or replaced, a torn
 or corrupted cache, another version, another run's) means the cache is ignored and the
 file read from its start, as without a cache. JSON only (every input is hostile), at
-most :data:`MAX_CACHE_BYTES`; written atomically (a temporary file, then ``os.replace``).
+most :data:`MAX_CACHE_BYTES`, its first line the SHA-256 of the rest (a torn or altered
+file is noticed); written atomically (a temporary file, then ``os.replace``).
 
 Only line formats (JSON lines, CSV) are cached: a stream with another reader (Trainer
 state, TensorBoard) is read as before.
@@ -125,7 +126,8 @@ def save(stream: MetricStream, path: Path) -> bool:
     doc = stream_doc(stream)
     if doc is None:
         return False
-    data = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+    body = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+    data = _sha(body).encode("ascii") + b"\n" + body  # a torn or altered body is noticed
     if len(data) > MAX_CACHE_BYTES:
         return False
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -150,9 +152,10 @@ def load(path: Path) -> dict[str, Any] | None:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 return None
             data = handle.read(MAX_CACHE_BYTES + 1)
-        if len(data) > MAX_CACHE_BYTES:
+        digest, _, body = data.partition(b"\n")
+        if len(data) > MAX_CACHE_BYTES or digest != _sha(body).encode("ascii"):
             return None
-        doc = loads_bounded(data.decode("utf-8"))
+        doc = loads_bounded(body.decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("kind") != KIND or doc.get("version") != VERSION:
@@ -219,9 +222,11 @@ def _reader_check(reader: Any, entry: Any) -> dict[str, Any] | None:
         "last_garbage": _opt_str(e["last_garbage"]), "resets": _int(e["resets"]),
         "last_record_at": _opt_float(e["last_record_at"]), "exists": True,
     }
+    header = e["header"]
     if isinstance(reader, CsvMetricsReader):
-        header = e["header"]
         fields["header"] = None if header is None else [_str(h) for h in _list(header)]
+    elif header is not None:
+        raise Mismatch("a header for a format without one")
     return fields
 
 
