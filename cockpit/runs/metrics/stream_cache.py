@@ -349,7 +349,7 @@ def open_stream(stream: MetricStream, cache: Path | None, *, one_shot: bool,
     would not reach."""
     how = "start"
     doc = load(cache) if cache is not None else None
-    if doc is not None and (not one_shot or _near_end(doc)) and restore(stream, doc):
+    if doc is not None and (not one_shot or _near_end(doc, stream)) and restore(stream, doc):
         how = "cache"
     elif one_shot:
         started = [start_at_tail(r) for r in stream.readers if isinstance(r, _LineReader)]
@@ -358,15 +358,13 @@ def open_stream(stream: MetricStream, cache: Path | None, *, one_shot: bool,
     return how
 
 
-def _near_end(doc: dict[str, Any]) -> bool:
-    """Whether every file the cache names has at most :data:`ONE_SHOT_TAIL` bytes beyond
-    its cached offset (else a one-shot reads the tail: cheaper than the rest)."""
-    paths, readers = doc.get("paths"), doc.get("readers")
-    if not isinstance(paths, list) or not isinstance(readers, list):
+def _near_end(doc: dict[str, Any], stream: MetricStream) -> bool:
+    """Whether every file of the stream has at most :data:`ONE_SHOT_TAIL` bytes beyond
+    the cache's offset (else a one-shot reads the tail: cheaper than the rest)."""
+    paths, readers = [str(p) for p in stream.paths], doc.get("readers")
+    if doc.get("paths") != paths or not isinstance(readers, list):
         return False
     for path, entry in zip(paths, readers, strict=False):
-        if not isinstance(path, str):
-            return False
         offset = entry.get("offset") if isinstance(entry, dict) else 0  # None: unread
         try:
             size = os.stat(path).st_size
