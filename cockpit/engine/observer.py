@@ -21,16 +21,22 @@ from cockpit.engine.ports import GpuSource, HostSource, Supervisor, ancestor_run
 from cockpit.engine.scope import Scope
 from cockpit.engine.timebase import Timebase, parse_t
 from cockpit.journal.fold import NOT_STARTED, RUNNING, CampaignState, RunState
+from cockpit.journal.paths import CampaignFiles
 from cockpit.runs.checkpoints.discovery import CheckpointScan, CheckpointScanner
 from cockpit.runs.checkpoints.verifier import feed_checkpoint_reports, run_stream, scanner_for
+from cockpit.runs.metrics import stream_cache
 from cockpit.runs.metrics.stream import MetricPoint, MetricStream
-from cockpit.runs.metrics.tail import seed_from_tail
 from cockpit.runs.rules import step_interval
 from cockpit.runs.supervisor import stage_gpus
 from cockpit.telemetry import GpuReading, HostInfo, IdleDetector
 
 # A once-only journal writer: (kind, key, now, **fields) -> written.
 JournalOnce = Callable[..., bool]
+
+# A stream cache is written when a stream moved and this much engine time passed since
+# its last write, or when it moved by more than this many bytes; and at close.
+CACHE_EVERY_S = 30.0
+CACHE_EVERY_BYTES = 1024 * 1024
 
 
 class Observer:
@@ -46,6 +52,12 @@ class Observer:
         self.host_sampler = host
         self.streams: dict[str, MetricStream] = {}
         self._stream_attempt: dict[str, Any] = {}
+        # Stream caches: read by every engine; written only by one that observes (the
+        # tick that acts), never by a read-only one (it only calls `poll`).
+        self._cache_dir = CampaignFiles.of(self.campaign).stream_cache
+        self._writing = False
+        self._cached: dict[str, tuple[float, int]] = {}  # run -> (mono, bytes) at last write
+        self.stream_starts: dict[str, str] = {}  # run -> "cache", "tail" or "start"
         # run -> (attempt, last step seen, monotonic time it was first seen): stalled rules.
         self._step_seen: dict[str, tuple[Any, int | None, float]] = {}
         self._scanners: dict[str, CheckpointScanner | None] = {}
@@ -65,16 +77,23 @@ class Observer:
     def close(self) -> None:
         if self.gpu_sampler is not None:
             self.gpu_sampler.close()
+        if self._writing:
+            self.save_streams(force=True)
 
     # ------------------------------------------------------------------ metrics
     def _stream(self, run_id: str, attempt: Any, started: float | None) -> MetricStream:
         if run_id not in self.streams or self._stream_attempt.get(run_id) != attempt:
             stream = run_stream(self.campaign, run_id)
-            # A huge file takes several polls to read from the start (what the rules
-            # need); its tail gives the snapshot the real last values at once.
-            seed_from_tail(stream, since=started)
+            # From its cache when it is valid (a restart reads only what is new); else a
+            # read-only engine starts large files at their tail, and one that acts reads
+            # them from the start (what the rules need) over several polls, its snapshot
+            # seeded from the tail at once.
+            self.stream_starts[run_id] = stream_cache.open_stream(
+                stream, stream_cache.cache_file(self._cache_dir, run_id),
+                one_shot=not self._writing, since=started)
             self.streams[run_id] = stream
             self._stream_attempt[run_id] = attempt
+            self._cached[run_id] = (self.time.mono(), _position(stream))
         return self.streams[run_id]
 
     def poll(self, state: CampaignState, now: datetime) -> dict[str, list[MetricPoint]]:
@@ -93,11 +112,25 @@ class Observer:
             if scanner is not None:
                 feed_checkpoint_reports(self.campaign, scanner, events)
         self._scan_checkpoints(state, now)
+        if self._writing:
+            self.save_streams()
         return fresh
+
+    def save_streams(self, force: bool = False) -> None:
+        """Write the cache of each stream that moved, when enough engine time passed or
+        it moved far enough (``force``: whenever it moved)."""
+        mono = self.time.mono()
+        for run_id, stream in self.streams.items():
+            at, saved = self._cached.get(run_id, (mono, 0))
+            moved = _position(stream) - saved
+            if moved and (force or moved > CACHE_EVERY_BYTES or mono - at >= CACHE_EVERY_S):
+                stream_cache.save(stream, stream_cache.cache_file(self._cache_dir, run_id))
+                self._cached[run_id] = (mono, _position(stream))
 
     def observe(self, state: CampaignState, now: datetime,
                 verifying: Callable[[RunState], bool]) -> dict[str, RunSeen]:
         """Poll, then what the guards need of each of this machine's started runs."""
+        self._writing = True  # the acting engine's tick: it keeps the stream caches
         fresh = self.poll(state, now)
         return {run_id: self.seen(state.runs[run_id], points, now, verifying)
                 for run_id, points in fresh.items()}
@@ -209,3 +242,8 @@ class Observer:
                 if run_id and proc.used_memory:
                     out[run_id] = out.get(run_id, 0) + proc.used_memory
         return out
+
+
+def _position(stream: MetricStream) -> int:
+    """Bytes read of all the stream's files (what a cache write is measured by)."""
+    return sum(reader.position or 0 for reader in stream.readers)

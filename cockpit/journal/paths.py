@@ -13,6 +13,8 @@ spells a path of its own::
       export/<campaign-id>/       the verified export (cockpit.export.bag; or --out)
       export-hash-cache.json      the export's hash cache
       cache/state.json            the folded history's cache (cockpit.journal.cache)
+      cache/streams/<run>.<h>.json  where each run's metric stream stood (derived, checked
+                                  before use: cockpit.runs.metrics.stream_cache)
       peers/<N>/                  a peer's copies: journal.jsonl, status.json, state.json,
                                   pull.lock (cockpit.fleet.pull)
 
@@ -112,6 +114,10 @@ class CampaignFiles:
     @property
     def export_hash_cache(self) -> Path:
         return self.root / "export-hash-cache.json"
+
+    @property
+    def stream_cache(self) -> Path:
+        return self.root / "cache" / "streams"
 
     def peer(self, machine: int) -> PeerFiles:
         return PeerFiles(self.root / "peers" / str(machine))

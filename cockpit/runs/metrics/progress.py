@@ -31,15 +31,18 @@ def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
 def reported_progress(campaign: Campaign, state: CampaignState) -> dict[str, float]:
     """Fraction done per started stage, read once from its run's files (its latest
     step / max_steps): for the close (``next``, REPORT.md), where no engine polls."""
+    from cockpit.journal.paths import CampaignFiles
     from cockpit.runs.checkpoints.verifier import run_stream
-    from cockpit.runs.metrics.tail import seed_from_tail
+    from cockpit.runs.metrics.stream_cache import cache_file, open_stream
 
     streams: dict[str, MetricStream] = {}
     for run_id, run in state.runs.items():
         if run.started_at is None or run_id not in campaign.runs:
             continue
         stream = run_stream(campaign, run_id)
-        seed_from_tail(stream, since=run.started_at.timestamp() - 1.0)
+        # Read-only: from a cache near the end, else a large file from its tail.
+        open_stream(stream, cache_file(CampaignFiles.of(campaign).stream_cache, run_id),
+                    one_shot=True, since=run.started_at.timestamp() - 1.0)
         stream.poll()
         streams[run_id] = stream
     return progress_of(campaign, streams)[0]

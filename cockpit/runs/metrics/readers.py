@@ -61,6 +61,10 @@ class _LineReader(MetricReader):
         # After a restart: how many records may repeat what was delivered before.
         self._skip = 0
         self._skip_first_sig: str | None = None
+        # False after a start at the file's tail (the lines before it were not counted):
+        # garbage then has no line number. ``skipped``: the bytes left unread there.
+        self._lines_known = True
+        self.skipped = 0
 
     def _restart(self) -> None:
         self.resets += 1
@@ -74,7 +78,12 @@ class _LineReader(MetricReader):
         self._head = b""
         self._tail = b""
         self._discarding = False
+        self._lines_known = True
+        self.skipped = 0
         self._reset_format()
+
+    def _count_garbage(self, line: int | None, why: str) -> None:
+        super()._count_garbage(line if self._lines_known else None, why)
 
     @property
     def position(self) -> int | None:

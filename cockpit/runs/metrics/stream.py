@@ -33,7 +33,10 @@ What every reader guarantees:
 
 Readers keep no history; :class:`MetricStream` keeps only a bounded deque of recent
 points. Events found by :meth:`MetricStream.poll` wait in a bounded queue that
-:meth:`MetricStream.poll_events` drains.
+:meth:`MetricStream.poll_events` drains (the last ones also stay in a bounded deque for
+the stream cache). Where a stream stood (offsets, latest values, recent points) can be
+saved and restored by :mod:`cockpit.runs.metrics.stream_cache`, so a restart reads only
+what is new, and a one-shot command can start at a file's tail.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ __all__ = [
 
 RECENT_POINTS = 1000
 PENDING_EVENTS = 1000
+REPORTED_EVENTS = 256  # the last events kept for a stream cache (checkpoint reports)
 
 
 # ---------------------------------------------------------------- readers
@@ -97,6 +101,10 @@ class MetricStream:
         # reader index -> file size when the latest values were seeded from its tail:
         # older points read on the way there do not overwrite the newer seeded values.
         self._seeded: dict[int, int] = {}
+        # The last events seen (bounded): what a stream cache hands to the next process.
+        self.reported: deque[dict[str, Any]] = deque(maxlen=REPORTED_EVENTS)
+        # Each reader's position at the first poll (what a restart did not read again).
+        self.start_offsets: list[int] | None = None
 
     @property
     def paths(self) -> list[Path]:
@@ -114,10 +122,13 @@ class MetricStream:
     def poll(self) -> list[MetricPoint]:
         """New points since the last poll, from all readers in order."""
         points: list[MetricPoint] = []
+        if self.start_offsets is None:
+            self.start_offsets = [reader.position or 0 for reader in self.readers]
         for index, reader in enumerate(self.readers):
             batch = reader.poll()
             points.extend(batch.points)
             self._events.extend(batch.events)
+            self.reported.extend(batch.events)
             if not self._behind_seed(index, reader):
                 self._take_latest(batch.points)
         self.recent.extend(points)

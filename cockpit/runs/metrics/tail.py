@@ -121,14 +121,15 @@ def seed_from_tail(stream: MetricStream, since: float | None = None,
     """Give a new stream its latest values and step from the end of each JSON-lines file
     too big for its first poll (``min_size``: what one poll reads), reading only the last
     ``tail_bytes``: ``status`` on a 20 MB file shows the real last step at once."""
-    for path in stream.paths:
+    for reader in stream.readers:
+        path = reader.path
         if path.suffix.lower() not in _JSONL:
             continue
         try:
             size = os.stat(path).st_size
         except OSError:
             continue
-        if size <= min_size:
-            continue  # the first poll reads it whole
+        if size - (reader.position or 0) <= min_size:
+            continue  # the first poll reads what is left whole (a restored stream: the rest)
         found = _jsonl_tail(path, set(), since, max_bytes=tail_bytes, every_name=True)
         stream.seed(path, size, found.values, found.last_step)
