@@ -90,6 +90,8 @@ class History:
             self.time.read_history(self.time.mono(), self.time.steady_now())
             self.folded.catch_up(self.peer_events())
             self._opening = False
+            if self.folded.from_cache:  # nothing to save until something new comes
+                self._saved_at = self.time.mono()
             if not self._unannounced:  # started from the cache: show the newest anyway
                 self._unannounced.extend(self.journal.recent(RECENT_EVENTS))
             last = self.journal.recent(1)

@@ -167,8 +167,10 @@ class Observer:
         if run.started_at is None:
             return None
         ages = [self.time.age_s(run.attempt, run.started_at, now)]
-        ages += [self.time.age_s(v.get("seq"), parse_t(v), now) for v in run.verified
-                 if v.get("ok") and v.get("attempt") in (None, run.attempt)]
+        newest = next((v for v in reversed(run.verified)  # the newest is the youngest
+                       if v.get("ok") and v.get("attempt") in (None, run.attempt)), None)
+        if newest is not None:
+            ages.append(self.time.age_s(newest.get("seq"), parse_t(newest), now))
         return min(ages)
 
     # ------------------------------------------------------------------ checkpoints

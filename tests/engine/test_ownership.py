@@ -242,7 +242,7 @@ def test_no_peer_event_changes_this_machines_stages(tmp_path_factory: pytest.Tem
     alone = fold(plan, own, NOW, machine=1)
     both, _ = history_of(plan, own, [events], 1, NOW)
     for sid in ("pilot", "control"):  # notes are campaign-wide: any machine annotates
-        assert replace(both.stages[sid], notes=()) == alone.stages[sid]
+        assert replace(both.stages[sid], notes=(), notes_count=0) == alone.stages[sid]
         assert both.runs.get(sid) == alone.runs.get(sid)
     mine = ("pilot", "control")
     assert [f for f in both.fired if f.run in mine] == list(alone.fired)
