@@ -411,7 +411,7 @@ def measure_one(campaign_path: Path) -> dict[str, float]:
         began = time.perf_counter()
         engine.tick()
         steady.append(time.perf_counter() - began)
-    other = Journal(CampaignFiles.of(engine.campaign).journal)  # another writer (a CLI note)
+    other = Journal(CampaignFiles.of(engine.campaign).journal, bounded=True)  # a CLI note
     after = []
     for k in range(3):
         other.append("note", stage=live_id(0), text=f"bench note {k}", actor="bench")

@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Literal, TypeAlias
 
@@ -370,10 +371,7 @@ class Campaign:
         return self.folder / STATE_DIR
 
     def stage(self, stage_id: str) -> Stage:
-        for stage in self.stages:
-            if stage.id == stage_id:
-                return stage
-        raise KeyError(stage_id)
+        return self._stage_index[0][stage_id]  # KeyError: not a stage of the plan
 
     def resolve(self, path: Path) -> Path:
         """Relative paths in a campaign file are relative to its folder."""
@@ -385,7 +383,17 @@ class Campaign:
         return export_roots(self.folder, self.settings.export_outside)
 
     def stage_of_run(self, run_id: str) -> Stage | None:
-        return next((s for s in self.stages if s.run == run_id), None)
+        return self._stage_index[1].get(run_id)
+
+    @cached_property
+    def _stage_index(self) -> tuple[dict[str, Stage], dict[str, Stage]]:
+        """Stages by id and by run (the first stage of a run), looked up per journal
+        event: built once (a frozen plan)."""
+        by_run: dict[str, Stage] = {}
+        for s in self.stages:
+            if s.run is not None:
+                by_run.setdefault(s.run, s)
+        return {s.id: s for s in self.stages}, by_run
 
 
 def question_variants(campaign: Campaign) -> tuple[str, ...]:

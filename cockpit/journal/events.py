@@ -269,14 +269,22 @@ def event_problem(event: Mapping[str, Any]) -> str | None:
     by the table's types, then any other field the registry knows (a field means the
     same in every kind). A kind not in the table is read too (a newer cockpit may write
     it; the fold ignores it), its fields checked by the registry alone."""
-    row = EVENT_KINDS.get(str(event.get("kind")))
-    declared = row.fields if row is not None else {}
-    for name, registered in FIELD_TYPES.items():
-        if name in event:
-            wrong = declared.get(name, registered).problem(name, event[name])
-            if wrong is not None:
-                return wrong
+    kind = event.get("kind")
+    checks = _CHECKS.get(kind) if isinstance(kind, str) else None
+    if checks is None:  # a kind not in the table: the registry alone
+        checks = FIELD_TYPES
+    for name, value in event.items():  # the event's few fields, not the registry's many
+        field_type = checks.get(name)
+        if field_type is None or type(value) in field_type.quick:
+            continue
+        if not field_type.fits(value):
+            return field_type.problem(name, value)
     return None
+
+
+# Each kind's checks: its declared fields over the registry (one lookup per field).
+_CHECKS: Mapping[str, Mapping[str, FieldType]] = {
+    k.kind: {**FIELD_TYPES, **k.fields} for k in _KINDS}
 
 
 FIELD_LIMIT = 1000  # characters of one field in an event's line (a long note stays whole)

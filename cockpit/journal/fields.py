@@ -25,6 +25,8 @@ class FieldType:
 
     check: Check
     expected: str
+    # Exact types that always fit (checked without a call: the read's hot path).
+    quick: frozenset[type] = frozenset()
 
     def fits(self, value: object) -> bool:
         return self.check(value)
@@ -71,39 +73,43 @@ def _bounds(value: Any) -> bool:
         isinstance(value, dict) and all(_number(x) or x is None for x in value.values()))
 
 
-ANY = FieldType(lambda _value: True, "any value")
-_TEXT = FieldType(_optional(_text), "a text")
-_SECONDS = FieldType(_optional(_number), "a number of seconds")
-_SEQ = FieldType(_optional(_int), "a journal seq")
-_PID = FieldType(_optional(_int), "a process id")
-_HASH = FieldType(_optional(_text), "a hash")
+_STR: frozenset[type] = frozenset({str, type(None)})
+_INT: frozenset[type] = frozenset({int, type(None)})
+_NUM: frozenset[type] = frozenset({int, float, type(None)})
+_JSON: frozenset[type] = frozenset({str, int, float, bool, type(None), list, dict})
+ANY = FieldType(lambda _value: True, "any value", _JSON)  # every type JSON reads into
+_TEXT = FieldType(_optional(_text), quick=_STR, expected="a text")
+_SECONDS = FieldType(_optional(_number), quick=_NUM, expected="a number of seconds")
+_SEQ = FieldType(_optional(_int), quick=_INT, expected="a journal seq")
+_PID = FieldType(_optional(_int), quick=_INT, expected="a process id")
+_HASH = FieldType(_optional(_text), quick=_STR, expected="a hash")
 
 # The checked fields (every other field of a kind is ``ANY``).
 FIELD_TYPES: Mapping[str, FieldType] = {
-    "seq": FieldType(_int, "a whole number"),
+    "seq": FieldType(_int, quick=frozenset({int}), expected="a whole number"),
     "t": FieldType(_time, "a time with a timezone"),
-    "kind": FieldType(_text, "a text"),
-    "stage": FieldType(_optional(_text), "a stage id"),
-    "run": FieldType(_optional(_text), "a run id"),
+    "kind": FieldType(_text, quick=frozenset({str}), expected="a text"),
+    "stage": FieldType(_optional(_text), quick=_STR, expected="a stage id"),
+    "run": FieldType(_optional(_text), quick=_STR, expected="a run id"),
     "pid": _PID,
-    "pgid": FieldType(_optional(_int), "a process group id"),
+    "pgid": FieldType(_optional(_int), quick=_INT, expected="a process group id"),
     "create_time": _SECONDS,
-    "code": FieldType(_optional(_int), "an exit code"),
+    "code": FieldType(_optional(_int), quick=_INT, expected="an exit code"),
     "attempt": _SEQ,
-    "exit_file": FieldType(_optional(_text), "a path"),
+    "exit_file": FieldType(_optional(_text), quick=_STR, expected="a path"),
     "claim": _SEQ,
-    "marker": FieldType(_optional(_text), "a launch marker"),
+    "marker": FieldType(_optional(_text), quick=_STR, expected="a launch marker"),
     "outcome": _TEXT,
     "drops": FieldType(_optional(_list_of(_text)), "a list of stage ids"),
     "gpus": FieldType(_optional(_list_of(_int)), "a list of GPU indexes"),
     "params_hash": _HASH,
     "sha256": _HASH,
-    "rule": FieldType(_optional(_text), "a rule id"),
-    "step": FieldType(_optional(_int), "a step number"),
+    "rule": FieldType(_optional(_text), quick=_STR, expected="a rule id"),
+    "step": FieldType(_optional(_int), quick=_INT, expected="a step number"),
     "threshold": FieldType(_bounds, "a number, a text or a mapping of bounds"),
     "action": _TEXT,
     "label": _TEXT,
-    "currency": FieldType(_optional(_text), "a currency code"),
+    "currency": FieldType(_optional(_text), quick=_STR, expected="a currency code"),
     "amount": FieldType(lambda v: isinstance(v, str) or _number(v), "an amount"),
     "manual": FieldType(_optional(lambda v: isinstance(v, bool)), "true or false"),
     "note": _TEXT,

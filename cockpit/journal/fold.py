@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.units import other_cost
@@ -125,6 +126,7 @@ class IncrementalFold:
         self.refused = RefusedEvents()
         self.dropped_by: dict[int, set[str]] = {}  # machine -> stages its decisions dropped
         self._frozen: CampaignState | None = None
+        self._needs_check: dict[tuple[str, Any, Any, int], bool] = {}
 
     def apply(self, ev: Event) -> bool:
         """Fold one event; False when it is not folded (a peer's local record, or refused)."""
@@ -137,11 +139,12 @@ class IncrementalFold:
             return False  # the peer's own record (its plan, warnings, exports): not ours
         f = self.folding
         if writer is not None:
-            why = _refusal(f, ev, writer, peer, self.dropped_by.get(writer, set()))
-            if why is not None:
-                self.refused.add(Dropped(tag, ev.get("seq"), kind, why, ev))
-                self._frozen = None
-                return False
+            if peer or self._owned(kind, ev, writer):
+                why = _refusal(f, ev, writer, peer, self.dropped_by.get(writer, set()))
+                if why is not None:
+                    self.refused.add(Dropped(tag, ev.get("seq"), kind, why, ev))
+                    self._frozen = None
+                    return False
             if kind == "decision":
                 self.dropped_by.setdefault(writer, set()).update(
                     d for d in ev.get("drops") or () if isinstance(d, str))
@@ -153,6 +156,24 @@ class IncrementalFold:
             handler(f, ev)
         self._frozen = None
         return True
+
+    def _owned(self, kind: str, ev: Event, writer: int) -> bool:
+        """Whether an own event needs the ownership checks: the answer depends only on
+        its kind, run and stage (a plan is frozen), so it is worked out once for each
+        (a million warnings cost one check). A drop and a cost are always checked."""
+        if kind in ("stage_dropped", "cost"):
+            return True
+        fields: Mapping[str, Any] = ev  # as read: a peer's or a test's may hold anything
+        run, stage = fields.get("run"), fields.get("stage")
+        if not (isinstance(run, (str, type(None))) and isinstance(stage, (str, type(None)))):
+            return True
+        key = (kind, run, stage, writer)
+        known = self._needs_check.get(key)
+        if known is None:
+            if len(self._needs_check) > 10_000:
+                self._needs_check.clear()  # a journal of made-up ids: stay bounded
+            known = self._needs_check[key] = refusal(self.campaign, ev, writer) is not None
+        return known
 
     def state(self) -> CampaignState:
         """The frozen state of everything applied so far (cached until the next event)."""
