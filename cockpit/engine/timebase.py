@@ -12,6 +12,7 @@ feeds it each event as it is first read (:meth:`Timebase.saw`).
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -37,6 +38,13 @@ def parse_t(event: Mapping[str, Any]) -> datetime:
     return parse_time(str(event.get("t")))
 
 
+# Events whose age is asked as long as they matter (a launch's claim and start, a stop
+# request): their monotonic time is kept for the engine's life. Any other event's only
+# while it is among the newest RECENT_TIMES (verifications, hooks ask about new ones).
+DURABLE_KINDS = frozenset({"stage_claimed", "stage_started", "run_started", "stop_requested"})
+RECENT_TIMES = 4096
+
+
 class Timebase:
     """Wall time anchored to monotonic time, and the monotonic time of own events."""
 
@@ -47,7 +55,8 @@ class Timebase:
         self.owner = own_identity()
         # seq -> monotonic time: when written, for events that appeared while this engine
         # watched; for older ones, their wall age when first read.
-        self._mono_at: dict[int, float] = {}
+        self._mono_at: dict[int, float] = {}  # the kinds whose age matters for long
+        self._mono_recent: OrderedDict[int, float] = OrderedDict()  # the rest, newest
         self._history_read: tuple[float, datetime] | None = None  # (mono, steady) then
         # Events up to here are history (set by the engine's open): a face announces only
         # what happens after, and only later events have a measured duration.
@@ -86,10 +95,14 @@ class Timebase:
     def saw(self, event: Mapping[str, Any], mono: float, steady: datetime) -> None:
         """An own event read for the first time: when it happened, on the monotonic clock."""
         seq = int(event.get("seq", 0))
-        if seq > self.opened_seq:
-            self._mono_at.setdefault(seq, mono)
-        else:
+        if seq <= self.opened_seq:
             self.read_history(mono, steady)
+        elif event.get("kind") in DURABLE_KINDS:
+            self._mono_at.setdefault(seq, mono)
+        else:  # asked about only while new (a hook, a claim): the newest few are kept
+            self._mono_recent.setdefault(seq, mono)
+            if len(self._mono_recent) > RECENT_TIMES:
+                self._mono_recent.popitem(last=False)
 
     def read_history(self, mono: float, steady: datetime) -> None:
         """The engine reads the history journaled before it opened: an event of it is
@@ -100,7 +113,8 @@ class Timebase:
     def age_s(self, seq: Any, t: datetime | None, now: datetime) -> float:
         """Seconds since an own journal event, on the monotonic clock (the wall clock's
         ``now - t`` only for an event this engine has not read yet)."""
-        at = self._mono_at.get(seq) if isinstance(seq, int) else None
+        at = self._mono_at.get(seq, self._mono_recent.get(seq)) if isinstance(seq, int) \
+            else None
         if at is None and self._history_read is not None and t is not None \
                 and isinstance(seq, int) and 0 < seq <= self.opened_seq:
             mono, steady = self._history_read
@@ -111,13 +125,14 @@ class Timebase:
 
     def live(self, seq: Any) -> bool:
         """Whether an own event appeared while this engine watched (its time is monotonic)."""
-        return isinstance(seq, int) and seq > self.opened_seq and seq in self._mono_at
+        return isinstance(seq, int) and seq > self.opened_seq and (
+            seq in self._mono_at or seq in self._mono_recent)
 
     def watched_s(self, seq: Any) -> float | None:
         """Monotonic seconds since an own event this engine saw appear (None: not seen)."""
         if not self.live(seq):
             return None
-        return round(self.mono() - self._mono_at[seq], 3)
+        return round(self.mono() - self._mono_at.get(seq, self._mono_recent.get(seq, 0.0)), 3)
 
     def owner_alive(self, event: Mapping[str, Any], ours: bool = False) -> bool:
         """Whether the process that wrote a claim still lives (pid and start time). A claim

@@ -182,7 +182,7 @@ class FoldedHistory:
             raise cache.CacheMismatch("a peer's copy is not the one the cache folded")
         fold = _decode_fold(self.campaign, self.machine, body["fold"])
         own_folded, last = int(body["own_folded"]), body["last_key"]
-        if own_folded != int(pos["count"]):
+        if own_folded != int(pos["count"]) or "more_problems" not in pos:
             raise cache.CacheMismatch("its fold and its journal position disagree")
         self.journal.resume(pos)  # what was read before: read again after the prefix
         with self._lock:

@@ -99,6 +99,7 @@ _RESERVED = frozenset({"seq", "t", "kind"})
 _HEAD_CHECK = 4096
 _TAIL_CHECK = 64
 _READ_CHUNK = 8 * 1024 * 1024
+PROBLEMS_KEPT = 100  # lines named one by one in Journal.problems(); the rest counted
 
 
 class Journal:
@@ -132,7 +133,8 @@ class Journal:
         self._recent: deque[Event] = deque(maxlen=RECENT_KEPT)
         self._keys: set[str] = set()
         self._kinds: set[str] = set()  # the kinds journaled (a kind written once)
-        self._garbage: list[JournalProblem] = []
+        self._garbage: list[JournalProblem] = []  # the first PROBLEMS_KEPT, then counted
+        self._more_problems = 0
         self._ino: int | None = None
         self._dev: int | None = None
         self._offset = 0  # bytes consumed: always the end of a complete line
@@ -200,7 +202,8 @@ class Journal:
                     "head": pack_bytes(self._head), "tail": pack_bytes(self._tail),
                     "keys": sorted(self._keys), "kinds": sorted(self._kinds),
                     "recent": list(self._recent),
-                    "problems": [[p.line, p.message] for p in self._garbage]}
+                    "problems": [[p.line, p.message] for p in self._garbage],
+                    "more_problems": self._more_problems}
 
     def resume(self, pos: Mapping[str, Any]) -> None:
         """Go on reading after a cached :meth:`position` (the cache checked that the
@@ -213,6 +216,7 @@ class Journal:
             self._keys, self._kinds = set(pos["keys"]), set(pos["kinds"])
             self._recent.extend(cast(Event, ev) for ev in pos["recent"])
             self._garbage = [JournalProblem(int(n), str(m)) for n, m in pos["problems"]]
+            self._more_problems = int(pos["more_problems"])
 
     def recent(self, n: int = RECENT_KEPT) -> list[Event]:
         """The newest ``n`` valid events (at most :data:`RECENT_KEPT`), oldest first."""
@@ -239,7 +243,9 @@ class Journal:
         with self._mutex:
             self._refresh()
             torn = self._torn_problem()
-            return [*self._garbage, *([torn] if torn else [])]
+            more = [JournalProblem(self._lines, f"and {self._more_problems} more lines "
+                                   "skipped or misnumbered")] if self._more_problems else []
+            return [*self._garbage, *more, *([torn] if torn else [])]
 
     @property
     def torn(self) -> JournalProblem | None:
@@ -367,8 +373,12 @@ class Journal:
             self._follower.event(event)
 
     def _problem(self, line_no: int, message: str) -> None:
-        problem = JournalProblem(line_no, message)
-        self._garbage.append(problem)
+        """A line skipped or misnumbered: kept and logged for the first
+        :data:`PROBLEMS_KEPT`, counted after (a journal of a million bad lines stays small)."""
+        if len(self._garbage) >= PROBLEMS_KEPT:
+            self._more_problems += 1
+            return
+        self._garbage.append(JournalProblem(line_no, message))
         log.warning("journal %s line %d: %s", self.path, line_no, message)
 
     # ------------------------------------------------------------------ writing
