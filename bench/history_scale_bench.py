@@ -16,26 +16,57 @@ time); ``tests/unit/test_history_scale_bench.py`` checks the bytes are the same 
 ``Journal.append``'s. After writing, ``Journal(path).problems()`` must be empty: a line
 the reader skipped would make the numbers lie.
 
-Measured per size, each repetition in a fresh interpreter (so RSS is per size):
-open (``open_engine(..., telemetry=False)``), the first tick, the steady tick (median
-of 10, 0.1 s apart), the tick after 1 new event appended by another writer (median of
-3), the process's RSS after the first tick; then the wall time of ``python -m cockpit
-status FILE --json`` and ``python -m cockpit budget FILE``. Baselines in the same run:
-``python -c pass``, Python's ``json.loads`` of every line of the journal, and reading
-its last line (each a fresh interpreter, wall time). Printed: a Markdown table of
-min–max over the repetitions, the ratios of each size to the smallest (minima against
-minima), and issue 24's targets against the largest size.
+Measured per size and repetition, each engine in a fresh interpreter (so RSS is per
+size), with the live runs reporting:
 
-    python bench/history_scale_bench.py --quick           # 10^3, 10^4; 1 repetition (~1 min)
+- **cold**: ``.cockpit/cache/`` removed (no state cache, no metric stream caches), then
+  ``--measure-one``: open (``open_engine(..., telemetry=False, pull="cache")``), the
+  first tick, the RSS after it;
+- **warm**: ``--measure-one`` again on the cache the cold run's ``engine.close()``
+  wrote: open, first tick, the steady tick (median of 10, 0.1 s apart), the tick after
+  1 new event appended by another writer (median of 3), the RSS after the first tick;
+- **the TUI** (cache present), ``--tui-one``: the engine ``cockpit tui`` opens
+  (``pull="background"``, 8 simulated GPUs) under ``CockpitApp`` at a 1 s tick, measured
+  by bench/tui_bench.py's own ``measure`` (headless 120x40): the time from before its
+  interpreter starts to its first complete frame (its first snapshot), and its CPU %
+  of one core over 20 s of steady running (``--tui-seconds``);
+- the wall time of ``python -m cockpit status FILE --json`` and ``python -m cockpit
+  budget FILE`` (cache present).
+
+Baselines in the same run: ``python -c pass``, Python's ``json.loads`` of every line of
+the journal, reading its last line (each a fresh interpreter, wall time), and once, a
+bare Textual app (tui_bench's ``BareApp``) measured as the TUI is. Printed: a Markdown
+table of min–max over the repetitions, the ratios of each size to the smallest (minima
+against minima), and issue 24's targets against the largest size, each "met" or "NOT
+met": warm open + first tick under 1 s; cold open + first tick within 2x of the
+same-run ``json.loads`` of every line; steady tick and tick after 1 event within 1.5x of
+the smallest size; engine RSS under 150 MB; the TUI's first frame under 2 s and its CPU
+within 1.2x of the smallest size; ``status --json`` and ``budget`` under 1 s.
+
+With ``--fleet``, at the smallest and the largest size: a campaign on machines 1, 2, 3
+(``machines:``, each stage's ``machine:``) where machine 1 (this one) has its journal of
+N events and machines 2 and 3 each a pulled copy (``.cockpit/peers/<N>/journal.jsonl``)
+of N events about their own stages (so every event folds), read by
+``open_engine(..., pull="cache")`` without SSH. Machine 1's engine is measured with the
+copies and with them moved aside (its journal alone), cold both, same run; target: the
+steady tick with two peers within 2x of one machine alone. Warnings and events not
+folded with the peers are counted and printed.
+
+    python bench/history_scale_bench.py --quick           # 10^3, 10^4; 1 repetition (~2 min)
+    python bench/history_scale_bench.py --quick --fleet   # and the peers case (~3 min)
     python bench/history_scale_bench.py                   # 10^3, 10^4, 10^5; 3 repetitions
-    python bench/history_scale_bench.py --sizes 1000,10000,100000,1000000   # the issue's table
+    python bench/history_scale_bench.py --sizes 1000,10000,100000,1000000 --fleet
+                                      # the issue's table (the lead's final measurement)
     python bench/history_scale_bench.py --keep DIR        # keep the generated campaigns
 
-Generation alone (a campaign folder with its journal, no live runs), then a profile of
-one measurement of it:
+Generation alone (campaign folders with their journals, no live runs), then a profile of
+one measurement of one, or the TUI on one:
 
-    python bench/history_scale_bench.py --generate-only DIR --sizes 100000
+    python bench/history_scale_bench.py --generate-only DIR --sizes 100000 --fleet
     python bench/history_scale_bench.py --measure-one DIR/n100000/campaign.yaml --profile
+    python bench/history_scale_bench.py --tui-one DIR/n100000/campaign.yaml
+
+The generator is bench/history_scale_gen.py (re-exported here).
 """
 
 from __future__ import annotations
