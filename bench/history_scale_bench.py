@@ -86,7 +86,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the generator beside this file
+_HERE = str(Path(__file__).resolve().parent)  # the generator (and tui_bench) beside this file
+if _HERE not in sys.path:  # run as a script it is sys.path[0]; loaded by a test, last
+    sys.path.append(_HERE)
 
 from history_scale_gen import (  # noqa: E402  (re-exported: the tests use them from here)
     BODY_CYCLE,
@@ -488,7 +490,8 @@ def report_fleet(results: dict[int, list[dict[str, float]]],
         warned = max(r["peers_warnings"] + r["peers_not_folded"] for r in rows)
         if warned:
             print(f"  ({size_name(n)}: {warned:.0f} warnings or events not folded with the "
-                  "peers: see --keep and --measure-one)")
+                  "peers, e.g. a copy past the bounds of cockpit/fleet/history.py, whose "
+                  "later events are neither held nor folded: see --keep and --measure-one)")
 
 
 # ----------------------------------------------------------------------------- main

@@ -1,6 +1,7 @@
-"""The history-scale bench's generator (bench/history_scale_bench.py, issue 24): its
-journal is what ``Journal.append`` writes, the reader keeps every line, and it folds to
-the stages and runs its parameters say."""
+"""The history-scale bench's generator (bench/history_scale_gen.py, used by
+bench/history_scale_bench.py, issue 24): its journal is what ``Journal.append`` writes,
+the reader keeps every line, and it folds to the stages and runs its parameters say; in
+the fleet case the peers' copies fold too, with no event refused and no warning."""
 
 from __future__ import annotations
 
