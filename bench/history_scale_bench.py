@@ -16,33 +16,64 @@ time); ``tests/unit/test_history_scale_bench.py`` checks the bytes are the same 
 ``Journal.append``'s. After writing, ``Journal(path).problems()`` must be empty: a line
 the reader skipped would make the numbers lie.
 
-Measured per size, each repetition in a fresh interpreter (so RSS is per size):
-open (``open_engine(..., telemetry=False)``), the first tick, the steady tick (median
-of 10, 0.1 s apart), the tick after 1 new event appended by another writer (median of
-3), the process's RSS after the first tick; then the wall time of ``python -m cockpit
-status FILE --json`` and ``python -m cockpit budget FILE``. Baselines in the same run:
-``python -c pass``, Python's ``json.loads`` of every line of the journal, and reading
-its last line (each a fresh interpreter, wall time). Printed: a Markdown table of
-min–max over the repetitions, the ratios of each size to the smallest (minima against
-minima), and issue 24's targets against the largest size.
+Measured per size and repetition, each engine in a fresh interpreter (so RSS is per
+size), with the live runs reporting:
 
-    python bench/history_scale_bench.py --quick           # 10^3, 10^4; 1 repetition (~1 min)
+- **cold**: ``.cockpit/cache/`` removed (no state cache, no metric stream caches), then
+  ``--measure-one``: open (``open_engine(..., telemetry=False, pull="cache")``), the
+  first tick, the RSS after it;
+- **warm**: ``--measure-one`` again on the cache the cold run's ``engine.close()``
+  wrote: open, first tick, the steady tick (median of 10, 0.1 s apart), the tick after
+  1 new event appended by another writer (median of 3), the RSS after the first tick;
+- **the TUI** (cache present), ``--tui-one``: the engine ``cockpit tui`` opens
+  (``pull="background"``, 8 simulated GPUs) under ``CockpitApp`` at a 1 s tick, measured
+  by bench/tui_bench.py's own ``measure`` (headless 120x40): the time from before its
+  interpreter starts to its first complete frame (its first snapshot), and its CPU %
+  of one core over 20 s of steady running (``--tui-seconds``);
+- the wall time of ``python -m cockpit status FILE --json`` and ``python -m cockpit
+  budget FILE`` (cache present).
+
+Baselines in the same run: ``python -c pass``, Python's ``json.loads`` of every line of
+the journal, reading its last line (each a fresh interpreter, wall time), and once, a
+bare Textual app (tui_bench's ``BareApp``) measured as the TUI is. Printed: a Markdown
+table of min–max over the repetitions, the ratios of each size to the smallest (minima
+against minima), and issue 24's targets against the largest size, each "met" or "NOT
+met": warm open + first tick under 1 s; cold open + first tick within 2x of the
+same-run ``json.loads`` of every line; steady tick and tick after 1 event within 1.5x of
+the smallest size; engine RSS under 150 MB; the TUI's first frame under 2 s and its CPU
+within 1.2x of the smallest size; ``status --json`` and ``budget`` under 1 s.
+
+With ``--fleet``, at the smallest and the largest size: a campaign on machines 1, 2, 3
+(``machines:``, each stage's ``machine:``) where machine 1 (this one) has its journal of
+N events and machines 2 and 3 each a pulled copy (``.cockpit/peers/<N>/journal.jsonl``)
+of N events about their own stages (so every event folds), read by
+``open_engine(..., pull="cache")`` without SSH. Machine 1's engine is measured with the
+copies and with them moved aside (its journal alone), cold both, same run; target: the
+steady tick with two peers within 2x of one machine alone. Warnings and events not
+folded with the peers are counted and printed.
+
+    python bench/history_scale_bench.py --quick           # 10^3, 10^4; 1 repetition (~2 min)
+    python bench/history_scale_bench.py --quick --fleet   # and the peers case (~3 min)
     python bench/history_scale_bench.py                   # 10^3, 10^4, 10^5; 3 repetitions
-    python bench/history_scale_bench.py --sizes 1000,10000,100000,1000000   # the issue's table
+    python bench/history_scale_bench.py --sizes 1000,10000,100000,1000000 --fleet
+                                      # the issue's table (the lead's final measurement)
     python bench/history_scale_bench.py --keep DIR        # keep the generated campaigns
 
-Generation alone (a campaign folder with its journal, no live runs), then a profile of
-one measurement of it:
+Generation alone (campaign folders with their journals, no live runs), then a profile of
+one measurement of one, or the TUI on one:
 
-    python bench/history_scale_bench.py --generate-only DIR --sizes 100000
+    python bench/history_scale_bench.py --generate-only DIR --sizes 100000 --fleet
     python bench/history_scale_bench.py --measure-one DIR/n100000/campaign.yaml --profile
+    python bench/history_scale_bench.py --tui-one DIR/n100000/campaign.yaml
+
+The generator is bench/history_scale_gen.py (re-exported here).
 """
 
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
+import logging
 import os
 import shutil
 import signal
@@ -50,341 +81,44 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
-from collections.abc import Callable, Generator
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, BinaryIO
+from typing import Any
 
-HISTORY_STAGES = 40
-GPUS = 8
-LIVE_RUNS = 3
-HEAD_EVENTS = 3  # plan_recorded, environment_recorded, rules_recorded
-FAILED_EVERY, FAILED_AT = 4, 1  # stage i has a failed first attempt when i % 4 == 1
-STOPPED_EVERY, STOPPED_AT = 5, 3  # stage i is stopped by a rule when i % 5 == 3
-# One cycle of a running stage's body: checkpoint verifications (started + verified),
-# GPU warnings, notes, other costs, a host warning.
-BODY_CYCLE = ("verify_started", "checkpoint_verified") * 4 + ("warning",) * 6 + \
-    ("note",) * 3 + ("cost",) * 2 + ("host_warning",)
-REPORT_LINES = 100  # metric lines in each history run's report file (cockpit.report)
+_HERE = str(Path(__file__).resolve().parent)  # the generator (and tui_bench) beside this file
+if _HERE not in sys.path:  # run as a script it is sys.path[0]; loaded by a test, last
+    sys.path.append(_HERE)
 
-LIVE_SCRIPT = textwrap.dedent("""
-    import time
-    from cockpit import report
-    step = 0
-    while True:
-        step += 1
-        report.log(step, loss=1.0 / step, **{"val/accuracy": 0.5 + 0.5 * step / (step + 100)})
-        report.progress(step, 172800)  # 12 hours at 4 steps/s
-        time.sleep(0.25)
-""")
+from history_scale_gen import (  # noqa: E402  (re-exported: the tests use them from here)
+    BODY_CYCLE,
+    GPUS,
+    HEAD_EVENTS,
+    HISTORY_STAGES,
+    LIVE_RUNS,
+    LineWriter,
+    StagePlan,
+    campaign_doc,
+    fixed_events,
+    generate,
+    generate_fleet,
+    journal_line,
+    live_id,
+    stage_history,
+    stage_id,
+    stage_plans,
+    write_campaign,
+    write_history,
+    write_reports,
+)
 
+__all__ = ["BODY_CYCLE", "GPUS", "HEAD_EVENTS", "HISTORY_STAGES", "LIVE_RUNS", "LineWriter",
+           "StagePlan", "campaign_doc", "fixed_events", "generate", "generate_fleet",
+           "journal_line", "live_id", "stage_history", "stage_id", "stage_plans",
+           "write_campaign", "write_history", "write_reports"]
 
-# ----------------------------------------------------------------------------- campaign
-def stage_id(i: int) -> str:
-    return f"h{i:02d}"
-
-
-def live_id(i: int) -> str:
-    return f"live-{i}"
-
-
-def campaign_doc(start: datetime, stages: int = HISTORY_STAGES, gpus: int = GPUS,
-                 live: int = LIVE_RUNS) -> dict[str, Any]:
-    doc_stages: list[dict[str, Any]] = [
-        {"id": stage_id(i), "hours": 130, "resource": f"gpu:{i % gpus}", "run": stage_id(i),
-         "command": [sys.executable, "-c", "pass"]} for i in range(stages)]
-    doc_stages += [
-        {"id": live_id(i), "hours": 12, "resource": f"gpu:{(gpus - 1 - i) % gpus}",
-         "run": live_id(i), "command": [sys.executable, "live.py"]} for i in range(live)]
-    return {
-        "campaign": "history-scale", "question": "does the cockpit keep up with a long history?",
-        "offers": [{"id": "bench-8x-30d", "gpu": "H100", "gpus": gpus, "days": 30,
-                    "price": "24000"}],
-        "package": {"offer": "bench-8x-30d", "start": start.strftime("%Y-%m-%dT%H:%M:%SZ")},
-        "stages": doc_stages,
-        "stop_rules": [{"id": "finite-loss", "kind": "non_finite", "metric": "loss"}],
-        "settings": {"stop_grace": "2s"},
-    }
-
-
-def write_campaign(folder: Path, start: datetime, stages: int = HISTORY_STAGES,
-                   gpus: int = GPUS, live: int = LIVE_RUNS) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "live.py").write_text(LIVE_SCRIPT)
-    path = folder / "campaign.yaml"
-    # JSON is YAML: no dependency on a YAML writer's style.
-    path.write_text(json.dumps(campaign_doc(start, stages, gpus, live), indent=2))
-    return path
-
-
-# ----------------------------------------------------------------------------- writer
-def journal_line(seq: int, when: datetime, kind: str, fields: dict[str, Any]) -> bytes:
-    """One journal line exactly as ``Journal._append_locked`` serialises it."""
-    from cockpit.journal.format import format_time
-
-    event = {"seq": seq, "t": format_time(when), "kind": kind, **fields}
-    return (json.dumps(event, default=str, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-class LineWriter:
-    """The journal view the project's record functions write through (``has_kind`` and
-    ``append``), writing lines to a file: no lock, no fsync, no read-back."""
-
-    def __init__(self, handle: BinaryIO) -> None:
-        self.handle = handle
-        self.seq = 0
-        self.kinds: set[str] = set()  # what record_environment looks at
-
-    def has_kind(self, kind: str) -> bool:
-        return kind in self.kinds
-
-    def append(self, kind: str, now: datetime | None = None, **fields: Any) -> dict[str, Any]:
-        assert now is not None
-        self.seq += 1
-        self.kinds.add(kind)
-        self.handle.write(journal_line(self.seq, now, kind, fields))
-        return {"seq": self.seq, "kind": kind, **fields}
-
-
-# One stage's history: a coroutine that yields (when, kind, fields) and is sent the seq
-# its event was written under (a start names its claim, a run's events its attempt).
-StageGen = Generator[tuple[datetime, str, dict[str, Any]], int, None]
-
-
-@dataclass(frozen=True)
-class StagePlan:
-    index: int
-    gpu: int
-    begin: datetime
-    end: datetime
-    body: int  # events between the starts and the end, over all attempts
-    failed_first: bool
-    stopped: bool
-    report_dir: str = ".cockpit"
-
-    @property
-    def fixed(self) -> int:
-        return fixed_events(self.failed_first, self.stopped)
-
-
-def fixed_events(failed_first: bool, stopped: bool) -> int:
-    """Events of a stage besides its body: per attempt claim, start, run start; a failed
-    attempt's exit and finish; the last attempt's end (stopped: rule fired, stop request,
-    exit, stop done, finish; else exit, finish, verdict)."""
-    return 3 * (2 if failed_first else 1) + (2 if failed_first else 0) + (5 if stopped else 3)
-
-
-def stage_history(plan: StagePlan) -> StageGen:
-    sid = stage_id(plan.index)
-    total = plan.fixed + plan.body
-    step_t = (plan.end - plan.begin) / (total + 1)
-    count = 0
-    pid = 10_000 + plan.index * 10
-    params = f"{plan.index:02d}" * 32
-
-    def at() -> datetime:
-        nonlocal count
-        count += 1
-        return plan.begin + step_t * count
-
-    attempts = 2 if plan.failed_first else 1
-    first_body = plan.body // 4 if plan.failed_first else 0
-    bodies = [first_body, plan.body - first_body] if plan.failed_first else [plan.body]
-    step = 0
-    for attempt_no, body in zip(range(attempts), bodies, strict=True):
-        last = attempt_no == attempts - 1
-        pid += 1
-        marker = f"history-scale:{sid}:{attempt_no}"
-        claim = yield at(), "stage_claimed", {
-            "stage": sid, "run": sid, "marker": marker, "params_hash": params,
-            "forced": False, "auto": True, "actor": "cockpit", "owner_pid": 4242,
-            "owner_start": 1733130000.5, "out": f".cockpit/launch/{sid}-{attempt_no}.out"}
-        started_at = plan.begin + step_t * count
-        attempt = yield at(), "stage_started", {
-            "stage": sid, "run": sid, "pid": pid, "pgid": pid, "create_time": 1733130100.25,
-            "command": ["python", "train.py", "--config", f"configs/{sid}.yaml"],
-            "exit_file": f".cockpit/launch/{sid}-{attempt_no}.exit",
-            "stdout": f".cockpit/launch/{sid}-{attempt_no}.out",
-            "stderr": f".cockpit/launch/{sid}-{attempt_no}.err", "gpus": [plan.gpu],
-            "forced": False, "auto": True, "actor": "cockpit", "claim": claim,
-            "marker": marker}
-        yield at(), "run_started", {
-            "run": sid, "stage": sid, "pid": pid, "pgid": pid, "create_time": 1733130100.25,
-            "command": ["python", "train.py", "--config", f"configs/{sid}.yaml"],
-            "params_hash": params, "attempt": attempt, "gpus": [plan.gpu],
-            "exit_file": f".cockpit/launch/{sid}-{attempt_no}.exit",
-            "report": f"{plan.report_dir}/runs/{sid}/report.jsonl", "marker": marker}
-        for k in range(body):
-            kind = BODY_CYCLE[k % len(BODY_CYCLE)]
-            when = at()
-            step += 250 if kind == "verify_started" else 0
-            ckpt = f"ckpt/{sid}/step-{step:08d}.pt"
-            if kind == "verify_started":
-                fields: dict[str, Any] = {
-                    "key": f"verify:{sid}:{attempt}:{ckpt}", "run": sid, "path": ckpt,
-                    "attempt": attempt, "owner_pid": 4242, "owner_start": 1733130000.5,
-                    "limit_s": 600.0, "retry": 0}
-            elif kind == "checkpoint_verified":
-                fields = {"run": sid, "attempt": attempt, "auto": True, "actor": "cockpit",
-                          "path": ckpt, "ok": True, "layout": "torch.save",
-                          "missing": [], "warnings": [], "error": None,
-                          "load_seconds": 1.25, "step": step,
-                          "summary": "state_dict: 312 tensors, 1.3 GB; optimizer; step"}
-            elif kind == "warning":
-                gpu_event = ("thermal_slowdown", "xid", "ecc_corrected")[k % 3]
-                fields = {"message": f"GPU {plan.gpu}: {gpu_event.replace('_', ' ')} "
-                                     f"(event {k}) while {sid} trains",
-                          "source": "gpu", "key": f"gpu:{gpu_event}:{plan.gpu}:{k}:{sid}",
-                          "gpu": plan.gpu, "event": gpu_event}
-            elif kind == "note":
-                lr = 1e-4 * (1 + k % 7)
-                fields = {"stage": sid, "actor": "operator",
-                          "text": f"loss at step {step} looks on track; lr {lr:.1e}"}
-            elif kind == "cost":
-                fields = {"label": f"storage for {sid} checkpoints ({k})", "amount": "0.35",
-                          "currency": "USD", "actor": "operator"}
-            else:  # host_warning: the machine's own warnings
-                fields = {"message": f"disk {80 + k % 15}% full (checkpoints of {sid})",
-                          "source": "host", "key": f"host:disk:{sid}:{k}"}
-                kind = "warning"
-            yield when, kind, fields
-        elapsed = (plan.begin + step_t * count - started_at).total_seconds()
-        if not last:
-            yield at(), "run_exited", {"run": sid, "stage": sid, "code": 1,
-                                       "attempt": attempt, "signal": None,
-                                       "elapsed_s": elapsed}
-            yield at(), "stage_finished", {
-                "stage": sid, "outcome": "failed", "code": 1, "elapsed_s": elapsed,
-                "reason": "exit code 1: CUDA error: an illegal memory access was encountered"}
-        elif plan.stopped:
-            yield at(), "rule_fired", {
-                "run": sid, "stage": sid, "rule": "finite-loss", "reason": "loss is NaN",
-                "value": "NaN", "threshold": "finite", "step": step, "action": "stop",
-                "attempt": attempt, "actor": "cockpit"}
-            yield at(), "stop_requested", {
-                "run": sid, "stage": sid, "rule": "finite-loss", "reason": "loss is NaN",
-                "value": "NaN", "step": step, "attempt": attempt, "actor": "cockpit"}
-            yield at(), "run_exited", {"run": sid, "stage": sid, "code": -15,
-                                       "attempt": attempt, "signal": 15, "elapsed_s": elapsed}
-            yield at(), "stop_done", {"run": sid, "stage": sid, "attempt": attempt,
-                                      "rule": "finite-loss"}
-            yield at(), "stage_finished", {"stage": sid, "outcome": "stopped", "code": -15,
-                                           "reason": None, "elapsed_s": elapsed}
-        else:
-            yield at(), "run_exited", {"run": sid, "stage": sid, "code": 0,
-                                       "attempt": attempt, "signal": None,
-                                       "elapsed_s": elapsed}
-            yield at(), "stage_finished", {"stage": sid, "outcome": "done", "code": 0,
-                                           "reason": None, "elapsed_s": elapsed}
-            yield at(), "result_accepted", {
-                "run": sid, "stage": sid, "result": f"runs/{sid}/result.json",
-                "reason": "acceptance checks pass", "checks": ["checkpoint reloads"],
-                "attempt": attempt, "actor": "cockpit", "override": False}
-
-
-def stage_plans(events: int, begin: datetime, end: datetime, stages: int = HISTORY_STAGES,
-                gpus: int = GPUS) -> list[StagePlan]:
-    """The stages' shapes for a journal of exactly ``events`` events: stage i runs on GPU
-    i % gpus, the GPU's stages one after the other over [begin, end)."""
-    failed = [i % FAILED_EVERY == FAILED_AT for i in range(stages)]
-    stopped = [i % STOPPED_EVERY == STOPPED_AT for i in range(stages)]
-    fixed = sum(fixed_events(failed[i], stopped[i]) for i in range(stages))
-    body = events - HEAD_EVENTS - fixed
-    if body < 0:
-        raise ValueError(f"{events} events is too few for {stages} stages "
-                         f"(at least {HEAD_EVENTS + fixed})")
-    per_gpu = -(-stages // gpus)
-    slot = (end - begin) / per_gpu
-    return [StagePlan(i, i % gpus, begin + slot * (i // gpus),
-                      begin + slot * (i // gpus + 1) - timedelta(minutes=5),
-                      body // stages + (1 if i < body % stages else 0), failed[i], stopped[i])
-            for i in range(stages)]
-
-
-def write_reports(campaign_path: Path, stages: int) -> None:
-    """Each history run's metric lines, written by ``cockpit.report`` itself (a run's
-    values live in its file, not in the journal)."""
-    from cockpit import report
-    from cockpit.campaign import load_campaign
-    from cockpit.journal.paths import CampaignFiles
-
-    files = CampaignFiles.of(load_campaign(campaign_path))
-    try:
-        for i in range(stages):
-            path = files.run_report(stage_id(i))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            report.open_report(path)
-            for step in range(1, REPORT_LINES + 1):
-                report.log(step * 250, loss=2.0 / (1 + step), **{"val/accuracy": 0.9})
-    finally:
-        report.open_report(None)
-
-
-def write_history(campaign_path: Path, events: int, begin: datetime, end: datetime,
-                  stages: int = HISTORY_STAGES, gpus: int = GPUS) -> Path:
-    """Write the campaign's journal: the head records (by the project's own record
-    functions), then every stage's history merged in time order. Returns its path."""
-    from cockpit.campaign import load_campaign
-    from cockpit.engine.recorder import record_plan
-    from cockpit.journal.paths import CampaignFiles
-    from cockpit.runs.env_record import record_environment
-    from cockpit.runs.rules import rules_hash
-
-    campaign = load_campaign(campaign_path)
-    path = CampaignFiles.of(campaign).journal
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb", buffering=1 << 20) as handle:
-        out = LineWriter(handle)
-        record_plan(out, campaign, SimpleNamespace(plan_hash=None), begin)  # type: ignore[arg-type]
-        record_environment(out, begin)  # type: ignore[arg-type]
-        out.append("rules_recorded", now=begin, sha256=rules_hash(campaign.stop_rules))
-        if out.seq != HEAD_EVENTS:
-            raise RuntimeError(f"the head wrote {out.seq} events, not {HEAD_EVENTS}")
-        report_dir = str(path.parent)
-        gens = [stage_history(replace(plan, report_dir=report_dir))
-                for plan in stage_plans(events, begin, end, stages, gpus)]
-        heap: list[tuple[datetime, int, str, dict[str, Any]]] = []
-        for i, gen in enumerate(gens):
-            when, kind, fields = next(gen)
-            heap.append((when, i, kind, fields))
-        heapq.heapify(heap)
-        while heap:
-            when, i, kind, fields = heap[0]
-            out.append(kind, now=when, **fields)
-            try:
-                nxt = gens[i].send(out.seq)
-            except StopIteration:
-                heapq.heappop(heap)
-            else:
-                heapq.heapreplace(heap, (nxt[0], i, nxt[1], nxt[2]))
-        if out.seq != events:
-            raise RuntimeError(f"wrote {out.seq} events, not {events}")
-    return path
-
-
-def generate(folder: Path, events: int, now: datetime | None = None,
-             stages: int = HISTORY_STAGES, gpus: int = GPUS, live: int = LIVE_RUNS,
-             check: bool = True) -> Path:
-    """A campaign folder whose journal holds ``events`` events of history, ending two
-    hours before ``now`` (its package began 29 days before). Returns the campaign file."""
-    from cockpit.journal.log import Journal
-
-    now = now or datetime.now(timezone.utc)
-    start = (now - timedelta(days=29)).replace(microsecond=0)
-    path = write_campaign(folder, start, stages, gpus, live)
-    journal = write_history(path, events, start + timedelta(minutes=30),
-                            now - timedelta(hours=2), stages, gpus)
-    write_reports(path, stages)
-    if check:
-        problems = Journal(journal).problems()
-        if problems:
-            raise RuntimeError(f"the generated journal has {len(problems)} problems, the "
-                               f"first: line {problems[0].line}: {problems[0].message}")
-    return path
+FLEET_MACHINES = 3
+TUI_SECONDS = 20.0  # the TUI's steady CPU window per size (--quick: 10)
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -397,6 +131,8 @@ def measure_one(campaign_path: Path) -> dict[str, float]:
     from cockpit.journal.log import Journal
     from cockpit.journal.paths import CampaignFiles
 
+    warned = _WarningCount()
+    logging.getLogger("cockpit").addHandler(warned)
     rss_before = psutil.Process().memory_info().rss
     began = time.perf_counter()
     engine = open_engine(campaign_path, telemetry=False, actor="bench", pull="cache")
@@ -419,9 +155,85 @@ def measure_one(campaign_path: Path) -> dict[str, float]:
         engine.tick()
         after.append(time.perf_counter() - began)
         time.sleep(0.1)
+    not_folded = len(engine.state().not_folded)
     engine.close()
     return {"open": opened, "first_tick": first, "steady_tick": statistics.median(steady),
-            "after_event": statistics.median(after), "rss": rss, "rss_before": rss_before}
+            "after_event": statistics.median(after), "rss": rss, "rss_before": rss_before,
+            "not_folded": not_folded, "warnings": warned.count}
+
+
+class _WarningCount(logging.Handler):
+    """Counts the cockpit's warnings (a peer's line not held, an event not folded)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+def measure_tui(campaign_path: Path | None, seconds: float) -> dict[str, float]:
+    """In this (fresh) interpreter: the real TUI (``CockpitApp`` on the engine
+    ``cockpit tui`` opens: pulls in the background, 8 simulated GPUs, a 1 s tick) or,
+    without a campaign, tui_bench's bare Textual app, measured by tui_bench's own
+    ``measure`` (headless, 120x40): the wall time (``time.time()``) of its first complete
+    frame (for the cockpit: its first snapshot drawn) and its CPU % of one core over
+    ``seconds`` of steady running after. Printed as JSON by ``--tui-one``."""
+    import asyncio
+    import importlib
+
+    # bench/tui_bench.py: the project's TUI harness (imported by name: a script beside
+    # this one, not a typed module).
+    tui_bench: Any = importlib.import_module("tui_bench")
+
+    frame_at: list[float] = []
+
+    def mark() -> bool:
+        frame_at.append(time.time())
+        return True
+
+    if campaign_path is None:
+        cpu, _ = asyncio.run(tui_bench.measure(tui_bench.BareApp(), seconds, ready=mark))
+        return {"frame_at": frame_at[0], "cpu": cpu}
+    from cockpit.fleet.open import open_engine
+
+    engine = open_engine(campaign_path, actor="tui", simulate_gpus=GPUS, pull="background")
+    try:
+        from cockpit.tui.app import CockpitApp
+
+        app = CockpitApp(engine, interval=1.0)
+        cpu, _ = asyncio.run(tui_bench.measure(
+            app, seconds, ready=lambda: app.snapshot is not None and mark()))
+    finally:
+        engine.close()
+    return {"frame_at": frame_at[0], "cpu": cpu}
+
+
+def child(argv: list[str]) -> dict[str, float]:
+    """Run this file with ``argv`` in a fresh interpreter; its last stdout line (JSON)."""
+    done = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True,
+                          timeout=3600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def tui_child(campaign_path: Path | None, seconds: float) -> dict[str, float]:
+    """The TUI's first frame counted from before its interpreter starts, and its CPU."""
+    launched = time.time()
+    argv = ["--tui-one", str(campaign_path) if campaign_path else "bare",
+            "--tui-seconds", str(seconds)]
+    result = child(argv)
+    return {"first_frame": result["frame_at"] - launched, "cpu": result["cpu"]}
+
+
+def drop_cache(campaign_path: Path) -> None:
+    """Remove ``.cockpit/cache/`` (the state cache and the metric streams' caches)."""
+    from cockpit.journal.paths import CampaignFiles
+
+    shutil.rmtree(CampaignFiles.beside(campaign_path).state_cache.parent, ignore_errors=True)
 
 
 def wall(argv: list[str], timeout: float = 900) -> float:
@@ -444,13 +256,19 @@ LAST_LINE = ("import os, sys\n"
              "    last = f.read().rstrip(b'\\n').rsplit(b'\\n', 1)[-1]\n")
 
 
-def measure_size(campaign_path: Path, journal: Path) -> dict[str, float]:
+def measure_size(campaign_path: Path, journal: Path, tui_seconds: float
+                 ) -> dict[str, float]:
+    """One repetition at one size: a cold open (no ``.cockpit/cache/``), a warm one (the
+    cache the cold one's close wrote), the TUI on the warm cache, then the one-shot
+    commands and the baselines. Keys without a prefix are the warm run's."""
     py = sys.executable
-    child = subprocess.run([py, __file__, "--measure-one", str(campaign_path)],
-                           capture_output=True, text=True, timeout=3600, check=False)
-    if child.returncode != 0:
-        raise RuntimeError(f"--measure-one failed: {child.stderr[-2000:]}")
-    result: dict[str, float] = json.loads(child.stdout.strip().splitlines()[-1])
+    drop_cache(campaign_path)
+    cold = child(["--measure-one", str(campaign_path)])
+    result = child(["--measure-one", str(campaign_path)])
+    result.update({"cold_open": cold["open"], "cold_first_tick": cold["first_tick"],
+                   "cold_rss": cold["rss"]})
+    tui = tui_child(campaign_path, tui_seconds)
+    result.update({"tui_first": tui["first_frame"], "tui_cpu": tui["cpu"]})
     result["status"] = wall([py, "-m", "cockpit", "status", str(campaign_path), "--json"])
     result["budget"] = wall([py, "-m", "cockpit", "budget", str(campaign_path)])
     result["pass"] = wall([py, "-c", "pass"])
@@ -501,6 +319,28 @@ def _alive(pgid: int) -> bool:
     return True
 
 
+def measure_fleet(campaign_path: Path) -> dict[str, float]:
+    """One repetition of the fleet case: machine 1's engine with the copies of machines
+    2 and 3 (read from ``.cockpit/peers/``, ``pull="cache"``: no SSH), then the same
+    campaign with the copies moved aside (machine 1's journal alone); each cold (the
+    cache removed first). Keys: the measure-one keys, prefixed ``peers_`` and ``alone_``."""
+    from cockpit.journal.paths import CampaignFiles
+
+    files = CampaignFiles.beside(campaign_path)
+    peers, aside = files.root / "peers", files.root / "peers.aside"
+    drop_cache(campaign_path)
+    with_peers = child(["--measure-one", str(campaign_path)])
+    peers.rename(aside)
+    try:
+        drop_cache(campaign_path)
+        alone = child(["--measure-one", str(campaign_path)])
+    finally:
+        aside.rename(peers)
+    drop_cache(campaign_path)
+    return {**{f"peers_{k}": v for k, v in with_peers.items()},
+            **{f"alone_{k}": v for k, v in alone.items()}}
+
+
 # ----------------------------------------------------------------------------- report
 def seconds(value: float) -> str:
     return f"{value:.2f} s" if value >= 0.1 else f"{value * 1000:.0f} ms"
@@ -514,16 +354,35 @@ def megabytes(value: float) -> str:
     return f"{value / 2**20:.0f} MB"
 
 
+def percent(value: float) -> str:
+    return f"{value:.1f} %"
+
+
 COLUMNS: list[tuple[str, str, Callable[[float], str]]] = [
-    ("open", "open", seconds),
-    ("first_tick", "first tick", seconds),
+    ("cold_open", "open (cold)", seconds),
+    ("cold_first_tick", "first tick (cold)", seconds),
+    ("open", "open (warm)", seconds),
+    ("first_tick", "first tick (warm)", seconds),
     ("steady_tick", "steady tick", millis),
     ("after_event", "tick after 1 new event", millis),
     ("rss", "RSS (engine)", megabytes),
+    ("cold_rss", "RSS (cold)", megabytes),
+    ("tui_first", "TUI first frame", seconds),
+    ("tui_cpu", "TUI CPU", percent),
     ("status", "`status --json`", seconds),
     ("budget", "`budget`", seconds),
     ("loads_all", "`json.loads` every line", seconds),
     ("last_line", "last line", seconds),
+]
+FLEET_COLUMNS: list[tuple[str, str, Callable[[float], str]]] = [
+    ("alone_steady_tick", "steady tick, machine 1 alone", millis),
+    ("peers_steady_tick", "steady tick, with 2 peers", millis),
+    ("alone_after_event", "after 1 event, alone", millis),
+    ("peers_after_event", "after 1 event, with peers", millis),
+    ("alone_open", "open (cold), alone", seconds),
+    ("peers_open", "open (cold), with peers", seconds),
+    ("alone_rss", "RSS, alone", megabytes),
+    ("peers_rss", "RSS, with peers", megabytes),
 ]
 
 
@@ -540,18 +399,32 @@ def size_name(n: int) -> str:
         f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
-def report(results: dict[int, list[dict[str, float]]], reps: int) -> None:
-    print()
-    print(f"| journal events | {' | '.join(title for _, title, _ in COLUMNS)} |")
-    print("|---" * (len(COLUMNS) + 1) + "|")
+def table(results: dict[int, list[dict[str, float]]],
+          columns: list[tuple[str, str, Callable[[float], str]]], first: str) -> None:
+    print(f"| {first} | {' | '.join(title for _, title, _ in columns)} |")
+    print("|---" * (len(columns) + 1) + "|")
     for n, rows in results.items():
-        cells = [span([r[key] for r in rows], show) for key, _, show in COLUMNS]
+        cells = [span([r[key] for r in rows], show) for key, _, show in columns]
         print(f"| {size_name(n)} | {' | '.join(cells)} |")
+
+
+def checked(what: str, ok: bool, value: str) -> None:
+    print(f"- {'met' if ok else 'NOT met'}: {what}: {value}")
+
+
+def report(results: dict[int, list[dict[str, float]]], reps: int,
+           bare: dict[str, float] | None) -> None:
+    print()
+    table(results, COLUMNS, "journal events")
     everything = [r for rows in results.values() for r in rows]
     print()
     print(f"Baselines (same run, {reps} repetition(s) per size): `python -c pass` "
           f"{span([r['pass'] for r in everything], seconds)}; RSS of the measuring "
-          f"interpreter before open {span([r['rss_before'] for r in everything], megabytes)}.")
+          f"interpreter before open {span([r['rss_before'] for r in everything], megabytes)}"
+          + (f"; a bare Textual app (tui_bench's 8 sparklines): first frame "
+             f"{seconds(bare['first_frame'])}, CPU {percent(bare['cpu'])}" if bare else "")
+          + ". Cold: no `.cockpit/cache/`; warm: the cache the cold run's close wrote; "
+          "the TUI, `status` and `budget` run with the cache.")
     sizes = sorted(results)
     if len(sizes) < 2:
         return
@@ -563,29 +436,62 @@ def report(results: dict[int, list[dict[str, float]]], reps: int) -> None:
     print("|---" * (len(COLUMNS) + 1) + "|")
     low = {n: {key: min(r[key] for r in results[n]) for key, _, _ in COLUMNS} for n in sizes}
     for n in sizes[1:]:
-        cells = [f"{low[n][key] / low[base][key]:.1f}×" for key, _, _ in COLUMNS]
+        cells = [f"{low[n][key] / low[base][key]:.1f}×" if low[base][key] else "–"
+                 for key, _, _ in COLUMNS]
         print(f"| {size_name(n)} | {' | '.join(cells)} |")
     top = sizes[-1]
     t, b = low[top], low[base]
     print()
     print(f"Issue 24's targets (written for 10^6 against 10^3), here {size_name(top)} against "
           f"{size_name(base)}, minima:")
-    checks = [
-        ("steady tick within 1.5× of the smallest", t["steady_tick"] <= 1.5 * b["steady_tick"],
-         f"{t['steady_tick'] / b['steady_tick']:.1f}×"),
-        ("tick after 1 new event within 1.5×", t["after_event"] <= 1.5 * b["after_event"],
-         f"{t['after_event'] / b['after_event']:.1f}×"),
-        ("engine RSS under 150 MB", t["rss"] < 150 * 2**20, megabytes(t["rss"])),
-        ("open + first tick under 1 s (with a cache)", t["open"] + t["first_tick"] < 1.0,
-         seconds(t["open"] + t["first_tick"])),
-        ("cold open + first tick within 2× of json.loads of every line",
-         t["open"] + t["first_tick"] <= 2 * t["loads_all"],
-         f"{(t['open'] + t['first_tick']) / t['loads_all']:.1f}×"),
-        ("`status --json` under 1 s (with a cache)", t["status"] < 1.0, seconds(t["status"])),
-        ("`budget` under 1 s (with a cache)", t["budget"] < 1.0, seconds(t["budget"])),
-    ]
-    for what, ok, value in checks:
-        print(f"- {'met' if ok else 'NOT met'}: {what}: {value}")
+    warm, cold = t["open"] + t["first_tick"], t["cold_open"] + t["cold_first_tick"]
+    checked("steady tick within 1.5× of the smallest", t["steady_tick"] <= 1.5 * b["steady_tick"],
+            f"{t['steady_tick'] / b['steady_tick']:.1f}×")
+    checked("tick after 1 new event within 1.5×", t["after_event"] <= 1.5 * b["after_event"],
+            f"{t['after_event'] / b['after_event']:.1f}×")
+    checked("engine RSS under 150 MB (warm)", t["rss"] < 150 * 2**20, megabytes(t["rss"]))
+    checked("open + first tick under 1 s (with a cache)", warm < 1.0, seconds(warm))
+    checked("cold open + first tick within 2× of json.loads of every line",
+            cold <= 2 * t["loads_all"], f"{cold / t['loads_all']:.1f}× "
+            f"({seconds(cold)} against {seconds(t['loads_all'])})")
+    checked("TUI first frame under 2 s", t["tui_first"] < 2.0, seconds(t["tui_first"]))
+    checked("TUI CPU within 1.2× of the smallest", t["tui_cpu"] <= 1.2 * b["tui_cpu"],
+            f"{t['tui_cpu'] / b['tui_cpu']:.2f}×" if b["tui_cpu"] else "–")
+    checked("`status --json` under 1 s (with a cache)", t["status"] < 1.0, seconds(t["status"]))
+    checked("`budget` under 1 s (with a cache)", t["budget"] < 1.0, seconds(t["budget"]))
+
+
+def report_fleet(results: dict[int, list[dict[str, float]]],
+                 single: dict[int, list[dict[str, float]]]) -> None:
+    """The peers case; ``single``: the main table's rows (the one-machine campaign), for
+    its steady tick at the same size."""
+    if not results:
+        return
+    print()
+    print("Peers: machine 1's engine with the copies of machines 2 and 3 (each as many "
+          "events as machine 1's journal), against the same campaign without the copies, "
+          "same run:")
+    print()
+    table(results, FLEET_COLUMNS, "events per machine")
+    print()
+    for n, rows in results.items():
+        peers = min(r["peers_steady_tick"] for r in rows)
+        alone = min(r["alone_steady_tick"] for r in rows)
+        checked(f"{size_name(n)} per machine: fleet steady tick within 2× of one machine "
+                "alone", peers <= 2 * alone, f"{peers / alone:.1f}×")
+        if n in single:
+            # Without the copies, the other machines' stages are all pending, and planning
+            # them costs the tick more than their finished history does: so also against
+            # the one-machine campaign of the main table (same size, its warm tick).
+            one = min(r["steady_tick"] for r in single[n])
+            checked(f"{size_name(n)} per machine: fleet steady tick within 2× of the "
+                    "one-machine campaign's (the table above)", peers <= 2 * one,
+                    f"{peers / one:.1f}× ({millis(peers)} against {millis(one)})")
+        warned = max(r["peers_warnings"] + r["peers_not_folded"] for r in rows)
+        if warned:
+            print(f"  ({size_name(n)}: {warned:.0f} warnings or events not folded with the "
+                  "peers, e.g. a copy past the bounds of cockpit/fleet/history.py, whose "
+                  "later events are neither held nor folded: see --keep and --measure-one)")
 
 
 # ----------------------------------------------------------------------------- main
@@ -594,17 +500,28 @@ def main() -> int:
     parser.add_argument("--sizes", default=None,
                         help="comma-separated journal sizes (default 1000,10000,100000)")
     parser.add_argument("--repeat", type=int, default=None, help="repetitions (default 3)")
-    parser.add_argument("--quick", action="store_true", help="10^3 and 10^4, 1 repetition")
+    parser.add_argument("--quick", action="store_true",
+                        help="10^3 and 10^4, 1 repetition, 10 s of TUI CPU")
+    parser.add_argument("--fleet", action="store_true",
+                        help="also the peers case: machines 2 and 3's copies of N events "
+                             "each, at the smallest and the largest size")
+    parser.add_argument("--tui-seconds", type=float, default=None,
+                        help=f"seconds of TUI CPU per measurement (default {TUI_SECONDS:.0f})")
     parser.add_argument("--keep", default=None, metavar="DIR",
                         help="generate into DIR and keep it (default: a temporary folder)")
     parser.add_argument("--generate-only", default=None, metavar="DIR",
-                        help="only write a campaign per size under DIR")
+                        help="only write a campaign per size under DIR (with --fleet, "
+                             "the fleet campaigns too)")
     parser.add_argument("--profile", action="store_true",
                         help="with --measure-one CAMPAIGN: print where open and the ticks "
                              "spend their time (cProfile, top 30 by own time)")
     parser.add_argument("--measure-one", default=None, metavar="CAMPAIGN",
                         help="measure one existing campaign in this interpreter (JSON out)")
+    parser.add_argument("--tui-one", default=None, metavar="CAMPAIGN",
+                        help="measure the TUI on CAMPAIGN (or 'bare': a bare Textual app) "
+                             "in this interpreter (JSON out)")
     args = parser.parse_args()
+    tui_seconds = args.tui_seconds or (10.0 if args.quick else TUI_SECONDS)
 
     if args.measure_one:
         if args.profile:
@@ -620,14 +537,24 @@ def main() -> int:
             result = measure_one(Path(args.measure_one))
         print(json.dumps(result))
         return 0
+    if args.tui_one:
+        print(json.dumps(measure_tui(None if args.tui_one == "bare" else Path(args.tui_one),
+                                     tui_seconds)))
+        return 0
     sizes = [int(s) for s in (args.sizes or ("1000,10000" if args.quick
                                              else "1000,10000,100000")).split(",")]
+    fleet_sizes = sorted({sizes[0], sizes[-1]}) if args.fleet else []
     reps = args.repeat or (1 if args.quick else 3)
     if args.generate_only:
         for n in sizes:
             began = time.perf_counter()
             path = generate(Path(args.generate_only) / f"n{n}", n)
             print(f"{n} events: {path} ({time.perf_counter() - began:.1f} s)")
+        for n in fleet_sizes:
+            began = time.perf_counter()
+            path = generate_fleet(Path(args.generate_only) / f"fleet-n{n}", n)
+            print(f"fleet, {n} events per machine: {path} "
+                  f"({time.perf_counter() - began:.1f} s)")
         return 0
 
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="history-scale-"))
@@ -635,34 +562,68 @@ def main() -> int:
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores, load average "
           f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} at the start", flush=True)
     results: dict[int, list[dict[str, float]]] = {}
+    fleet: dict[int, list[dict[str, float]]] = {}
     try:
+        bare = tui_child(None, tui_seconds)
+        print(f"bare Textual app: first frame {seconds(bare['first_frame'])}, "
+              f"CPU {percent(bare['cpu'])}", flush=True)
         for n in sizes:
-            began = time.perf_counter()
-            path = generate(root / f"n{n}", n)
-            from cockpit.campaign import load_campaign
-            from cockpit.journal.paths import CampaignFiles
-
-            journal = CampaignFiles.of(load_campaign(path)).journal
-            print(f"{size_name(n)}: generated and checked in {time.perf_counter() - began:.1f} s "
-                  f"({journal.stat().st_size / 2**20:.1f} MB)", flush=True)
-            live = LiveRuns(path, LIVE_RUNS)
-            try:
-                rows = []
-                for rep in range(reps):
-                    row = measure_size(path, journal)
-                    rows.append(row)
-                    print(f"  repetition {rep + 1}: " + ", ".join(
-                        f"{title} {show(row[key])}" for key, title, show in COLUMNS),
-                        flush=True)
-                results[n] = rows
-            finally:
-                live.stop()
+            results[n] = measure_sizes(root / f"n{n}", n, reps, tui_seconds)
+        for n in fleet_sizes:
+            fleet[n] = measure_fleet_sizes(root / f"fleet-n{n}", n, reps)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    report(results, reps)
+    report(results, reps, bare)
+    report_fleet(fleet, results)
     print(f"\nLoad average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
+
+
+def measure_sizes(folder: Path, n: int, reps: int, tui_seconds: float
+                  ) -> list[dict[str, float]]:
+    from cockpit.journal.paths import CampaignFiles
+
+    began = time.perf_counter()
+    path = generate(folder, n)
+    journal = CampaignFiles.beside(path).journal
+    print(f"{size_name(n)}: generated and checked in {time.perf_counter() - began:.1f} s "
+          f"({journal.stat().st_size / 2**20:.1f} MB)", flush=True)
+    live = LiveRuns(path, LIVE_RUNS)
+    try:
+        rows = []
+        for rep in range(reps):
+            row = measure_size(path, journal, tui_seconds)
+            rows.append(row)
+            print(f"  repetition {rep + 1}: " + ", ".join(
+                f"{title} {show(row[key])}" for key, title, show in COLUMNS), flush=True)
+    finally:
+        live.stop()
+    return rows
+
+
+def measure_fleet_sizes(folder: Path, n: int, reps: int) -> list[dict[str, float]]:
+    from cockpit.journal.paths import CampaignFiles
+
+    began = time.perf_counter()
+    path = generate_fleet(folder, n, machines=FLEET_MACHINES)
+    files = CampaignFiles.beside(path)
+    size = sum(p.stat().st_size for p in [files.journal, *files.root.glob("peers/*/journal.jsonl")])
+    print(f"fleet, {size_name(n)} per machine: generated and checked in "
+          f"{time.perf_counter() - began:.1f} s ({size / 2**20:.1f} MB)", flush=True)
+    live = LiveRuns(path, LIVE_RUNS)
+    try:
+        rows = []
+        for rep in range(reps):
+            row = measure_fleet(path)
+            rows.append(row)
+            print(f"  repetition {rep + 1}: " + ", ".join(
+                f"{title} {show(row[key])}" for key, title, show in FLEET_COLUMNS)
+                + f"; with peers: {row['peers_warnings']:.0f} warnings, "
+                  f"{row['peers_not_folded']:.0f} events not folded", flush=True)
+    finally:
+        live.stop()
+    return rows
 
 
 if __name__ == "__main__":

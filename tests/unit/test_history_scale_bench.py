@@ -1,14 +1,18 @@
-"""The history-scale bench's generator (bench/history_scale_bench.py, issue 24): its
-journal is what ``Journal.append`` writes, the reader keeps every line, and it folds to
-the stages and runs its parameters say."""
+"""The history-scale bench's generator (bench/history_scale_gen.py, used by
+bench/history_scale_bench.py, issue 24): its journal is what ``Journal.append`` writes,
+the reader keeps every line, and it folds to the stages and runs its parameters say; in
+the fleet case the peers' copies fold too, with no event refused and no warning."""
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from cockpit.campaign import load_campaign
 from cockpit.journal.fold import (
@@ -87,3 +91,49 @@ def test_lines_are_byte_identical_to_journal_append(tmp_path: Path) -> None:
     ours = b"".join(bench.journal_line(k + 1, when + timedelta(seconds=k), "note", fields)
                     for k in range(3))
     assert ours == written
+
+
+def test_fleet_peer_copies_fold_whole_without_warnings(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The fleet case: machine 1's journal and the copies of machines 2 and 3 in
+    ``.cockpit/peers/<N>/``, read by ``open_engine(..., pull="cache")`` without SSH; every
+    peer event about its own stages folds (none refused, no warning), and each
+    machine's stages end as their parameters say."""
+    from cockpit.fleet.open import open_engine
+
+    bench = _bench()
+    path = bench.generate_fleet(tmp_path / "f", 300, now=NOW, stages=10, gpus=4, live=1,
+                                machines=3)
+    campaign = load_campaign(path)
+    assert sorted(campaign.machines) == [1, 2, 3]
+    files = CampaignFiles.of(campaign)
+    for machine in (2, 3):
+        copy = Journal(files.peer(machine).journal)
+        assert copy.problems() == []
+        events = copy.events()
+        assert len(events) == 300
+        assert {ev["stage"] for ev in events if ev["kind"] == "stage_claimed"} == {
+            f"m{machine}h{i:02d}" for i in range(10)}
+    with caplog.at_level(logging.WARNING):
+        engine = open_engine(path, telemetry=False, actor="test", pull="cache")
+        try:
+            engine.tick()
+            state = engine.state()
+        finally:
+            engine.close()
+    assert state.not_folded == ()
+    assert not [w for w in state.journal_warnings if "not folded" in w]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], \
+        [r.getMessage() for r in caplog.records]
+    stopped, failed_first = {3, 8}, {1, 5, 9}
+    for machine in (1, 2, 3):
+        for i in range(10):
+            sid = bench.stage_id(i, machine)
+            stage, run = state.stages[sid], state.runs[sid]
+            assert stage.state == (STOPPED if i in stopped else DONE), sid
+            assert run.verdict == (None if i in stopped else "accepted"), sid
+            assert len(run.earlier) == (1 if i in failed_first else 0), sid
+    # Each machine's history counts: the costs of all three journals are folded.
+    costs = sum(1 for j in (files.journal, files.peer(2).journal, files.peer(3).journal)
+                for ev in Journal(j).events() if ev["kind"] == "cost")
+    assert state.costs_count == costs > 0
