@@ -71,7 +71,8 @@ class History:
         # The real size of the newest export written (D19: retrieval at the transfer rate).
         self.export_bytes: int | None = None
         self.folded = FoldedHistory(
-            campaign, journal, machine, peers=peers is not None, on_own=self._index,
+            campaign, journal, machine, on_own=self._index,
+            peer_source=self.peer_events if peers is not None else None,
             cache_path=CampaignFiles.of(campaign).state_cache if cache else None)
         self._opening = True  # the first read: every event is history
         self._saved_at: float | None = None  # monotonic time of the last cache save

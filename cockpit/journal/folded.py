@@ -20,6 +20,7 @@ only a writing engine saves the cache (:meth:`FoldedHistory.save`).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import threading
@@ -39,6 +40,7 @@ from cockpit.journal.writer import JournalWriter
 log = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # the fold is timeless
+PENDING_MAX = 10_000  # own events waiting for the peers' before they are merged early
 
 
 class FoldedHistory:
@@ -47,6 +49,7 @@ class FoldedHistory:
 
     def __init__(self, campaign: Campaign, journal: JournalWriter, machine: int | None, *,
                  peers: bool = False, cache_path: Path | None = None,
+                 peer_source: Callable[[], Sequence[list[Event]]] | None = None,
                  on_own: Callable[[Event], None] | None = None) -> None:
         self.campaign = campaign
         self.journal = journal
@@ -60,7 +63,8 @@ class FoldedHistory:
         self.own_folded = 0  # own events folded
         self.peer_seen: list[int] = []  # each peer's events folded
         self.last_key: tuple[str, int] | None = None  # merge key of the newest folded
-        self._with_peers = peers
+        self._with_peers = peers or peer_source is not None
+        self._peer_source = peer_source  # the peers' events now (a long read merges early)
         self._pending: list[Event] = []  # own events read, waiting to merge (with peers)
         self._replaced = False
         self._lock = threading.RLock()
@@ -75,6 +79,11 @@ class FoldedHistory:
                 self.on_own(ev)
             if self._with_peers:
                 self._pending.append(ev)
+                if len(self._pending) >= PENDING_MAX and self._peer_source is not None:
+                    # A long read (a cold open): merge what the peers hold up to here
+                    # now, so no list of the whole journal builds up.
+                    self._merge_peers(self._peer_source(),
+                                      upto=merge_key(self._pending[-1], self._own))
                 return
             self.fold.apply(ev)
             self.own_folded += 1
@@ -103,18 +112,26 @@ class FoldedHistory:
             self._replaced = False
             return self.fold.state()
 
-    def _merge_peers(self, peers: Sequence[list[Event]]) -> None:
+    def _merge_peers(self, peers: Sequence[list[Event]],
+                     upto: tuple[str, int] | None = None) -> None:
+        """Fold the pending own events with the peers' new ones (``upto``: only the
+        peers' events that sort at or before it; the rest wait for the next call)."""
         own, self._pending = self._pending, []
+        if not self._replaced and self.own_folded == 0 and not any(self.peer_seen):
+            self.peer_seen = [0] * len(peers)  # nothing folded yet: a plain start
         if self._replaced or len(peers) != len(self.peer_seen) or any(
                 len(p) < seen for p, seen in zip(peers, self.peer_seen, strict=True)):
             self._refold(own if self._replaced else self._own_so_far(own), peers)
             return
-        fresh = [p[seen:] for p, seen in zip(peers, self.peer_seen, strict=True)]
+        ends = [len(p) if upto is None else bisect.bisect_right(
+            p, upto, lo=seen, key=lambda ev: merge_key(ev, self._own))
+            for p, seen in zip(peers, self.peer_seen, strict=True)]
+        fresh = [p[seen:end] for p, seen, end in zip(peers, self.peer_seen, ends, strict=True)]
         batch = merge_events(own, fresh, self._own) if any(fresh) else own
         if batch and self.last_key is not None and merge_key(batch[0], self._own) < self.last_key:
             self._refold(self._own_so_far(own), peers)  # a late event: the order differs
             return
-        self._apply(batch, peers)
+        self._apply(batch, ends)
         self.own_folded += len(own)
 
     @property
@@ -129,15 +146,16 @@ class FoldedHistory:
         self.refolds += (self.own_folded > 0 or any(self.peer_seen)) and not self._replaced
         self.fold = IncrementalFold(self.campaign, self.machine)
         self.last_key = None
-        self._apply(merge_events(own, peers, self._own) if peers else own, peers)
+        self._apply(merge_events(own, peers, self._own) if peers else own,
+                    [len(p) for p in peers])
         self.own_folded = len(own)
 
-    def _apply(self, batch: list[Event], peers: Sequence[list[Event]]) -> None:
+    def _apply(self, batch: list[Event], peer_seen: list[int]) -> None:
         for ev in batch:
             self.fold.apply(ev)
         if batch:
             self.last_key = merge_key(batch[-1], self._own)
-        self.peer_seen = [len(p) for p in peers]
+        self.peer_seen = peer_seen
 
     def events(self, peers: Sequence[list[Event]] = ()) -> list[Event]:
         """The events folded so far, merged and filtered (``export``'s and ``next``'s

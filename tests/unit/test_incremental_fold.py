@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cockpit.campaign import Campaign
+from cockpit.journal import folded
 from cockpit.journal.events import event_problem
 from cockpit.journal.fields import Event
 from cockpit.journal.fold import IncrementalFold, fold
@@ -93,12 +94,15 @@ def _tagged(events: list[Event], machine: int) -> list[Event]:
 @FAST
 @given(own_raw=st.lists(_event, max_size=20), peer_raw=st.lists(_event, max_size=20),
        shifts=st.lists(st.integers(-30, 30), min_size=20, max_size=20),
-       order=st.lists(st.booleans(), max_size=40))
+       order=st.lists(st.booleans(), max_size=40), early=st.integers(0, 3))
 def test_a_peers_events_merged_in_any_arrival_order_equal_the_full_merge(
-        tmp_path_factory: pytest.TempPathFactory, own_raw: list[dict[str, Any]],
-        peer_raw: list[dict[str, Any]], shifts: list[int], order: list[bool]) -> None:
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        own_raw: list[dict[str, Any]], peer_raw: list[dict[str, Any]], shifts: list[int],
+        order: list[bool], early: int) -> None:
     """A peer's copy grows while this journal grows; its events may be older than ones
-    already folded (a late pull): the result is the full merge's, whatever arrives when."""
+    already folded (a late pull), and a long read merges the peers' early (``early``:
+    every that many own events; 0: never): the result is the full merge's, whatever
+    arrives when."""
     plan = _plan_once(tmp_path_factory)
     own = _valid(own_raw)
     peer = _tagged(_valid(peer_raw, start=7), 2)
@@ -107,12 +111,14 @@ def test_a_peers_events_merged_in_any_arrival_order_equal_the_full_merge(
             "%Y-%m-%dT%H:%M:%S.%fZ")
     peer.sort(key=lambda ev: str(ev["t"]))
     path = tmp_path_factory.mktemp("j") / "journal.jsonl"
-    history = FoldedHistory(plan, Journal(path, bounded=True), 1, peers=True)
     n_own = n_peer = 0
+    history = FoldedHistory(plan, Journal(path, bounded=True), 1, peers=True,
+                            peer_source=(lambda: [peer[:n_peer]]) if early else None)
+    monkeypatch.setattr(folded, "PENDING_MAX", early or 10_000)
     for own_next in [*order, True, False]:
         if own_next and n_own < len(own):
-            _write(path, own[n_own:n_own + 1])
-            n_own += 1
+            _write(path, own[n_own:n_own + 1 + early])  # a few at once: a long read
+            n_own = min(len(own), n_own + 1 + early)
         elif not own_next and n_peer < len(peer):
             n_peer += 1
         state = history.catch_up([peer[:n_peer]])
