@@ -70,6 +70,8 @@ class Observations:
     export_bytes: int | None = None  # the real size of the newest export written (D19)
 
 
+SNAPSHOT_NOTES = 10  # a stage's newest notes in the Snapshot (the journal holds all)
+
 
 def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                    now: datetime) -> Snapshot:
@@ -131,7 +133,8 @@ def stage_views(campaign: Campaign, state: CampaignState, obs: Observations, fc:
             started_at=st.started_at, ended_at=st.ended_at, run=stage.run,
             has_command=stage.command is not None, progress=prog, eta=eta,
             forecast_end=fc.stage_end.get(stage.id), decision=decision, reason=shown(st.reason),
-            notes=tuple(printable(n) for n in st.notes), exit_code=st.exit_code,
+            notes=tuple(printable(n) for n in st.notes[-SNAPSHOT_NOTES:]),
+            notes_count=st.notes_count, exit_code=st.exit_code,
             start=start_allowed(campaign, state, stage, obs.machine, status),
             stop=stage_stop_allowed(campaign, state, stage, obs.machine),
             mark=mark, mark_as=mark_as, log_path=log_paths(st.exit_file)))

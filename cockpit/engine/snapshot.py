@@ -105,7 +105,8 @@ class StageView:
     forecast_end: datetime | None = None
     decision: str | None = None  # outcome, "pending", or None
     reason: str | None = None
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # the newest (build.SNAPSHOT_NOTES)
+    notes_count: int = 0  # every note of the stage
     exit_code: int | None = None
     # What a person may do to the stage now (the engine's own refusals when not).
     start: Allowed = UNKNOWN
@@ -333,7 +334,7 @@ def stage_json(s: StageView) -> dict[str, Any]:
         "decision_point": s.decision_point, "decision": s.decision, "run": s.run,
         "progress": s.progress, "eta": json_time(s.eta),
         "forecast_end": json_time(s.forecast_end), "reason": s.reason,
-        "notes": list(s.notes), "exit_code": s.exit_code,
+        "notes": list(s.notes), "notes_count": s.notes_count, "exit_code": s.exit_code,
         "may": {"start": allowed_json(s.start), "stop": allowed_json(s.stop),
                 "mark": allowed_json(s.mark), "mark_as": list(s.mark_as)},
     }

@@ -12,7 +12,7 @@ from cockpit.journal.folding import Folding, Handler, when
 from cockpit.journal.state import DROPPED, PENDING, CostEntry, Decision
 
 NOTES_KEPT = 50  # a stage's newest notes the state lists
-COSTS_KEPT = 200  # the newest other costs the state lists (the totals count every one)
+COSTS_KEPT = 50  # the newest other costs the state lists (the totals count every one)
 
 
 def plan_recorded(f: Folding, ev: Event) -> None:
