@@ -61,7 +61,7 @@ class SystemClock:
         time.sleep(seconds)
 
 
-class CallableClock(SystemClock):
+class CallableClock:
     """A bare ``() -> datetime`` (the engine's older ``clock=`` argument) as a Clock.
 
     Only wall time is given, so waits keep the real monotonic clock and sleep, and the
@@ -74,6 +74,12 @@ class CallableClock(SystemClock):
 
     def now(self) -> datetime:
         return self._now()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 def as_clock(clock: Clock | Callable[[], datetime] | None) -> Clock:
