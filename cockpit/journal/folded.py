@@ -121,15 +121,13 @@ class FoldedHistory:
             self.peer_seen = [0] * len(peers)  # nothing folded yet: a plain start
         if self._replaced or len(peers) != len(self.peer_seen) or any(
                 len(p) < seen for p, seen in zip(peers, self.peer_seen, strict=True)):
-            self._refold(own if self._replaced else self._own_so_far(own), peers)
+            self._refold(own if self._replaced else self._own_so_far(own), peers, upto)
             return
-        ends = [len(p) if upto is None else bisect.bisect_right(
-            p, upto, lo=seen, key=lambda ev: merge_key(ev, self._own))
-            for p, seen in zip(peers, self.peer_seen, strict=True)]
+        ends = self._ends(peers, self.peer_seen, upto)
         fresh = [p[seen:end] for p, seen, end in zip(peers, self.peer_seen, ends, strict=True)]
         batch = merge_events(own, fresh, self._own) if any(fresh) else own
         if batch and self.last_key is not None and merge_key(batch[0], self._own) < self.last_key:
-            self._refold(self._own_so_far(own), peers)  # a late event: the order differs
+            self._refold(self._own_so_far(own), peers, upto)  # a late event: the order
             return
         self._apply(batch, ends)
         self.own_folded += len(own)
@@ -142,12 +140,21 @@ class FoldedHistory:
         """Every own event folded so far, read again from the file, and the new ones."""
         return list(itertools.islice(self.journal.scan(), self.own_folded)) + new
 
-    def _refold(self, own: list[Event], peers: Sequence[list[Event]]) -> None:
+    def _ends(self, peers: Sequence[list[Event]], starts: Sequence[int],
+              upto: tuple[str, int] | None) -> list[int]:
+        """Where each peer's events to fold now end: all of them, or those up to ``upto``."""
+        return [len(p) if upto is None else bisect.bisect_right(
+            p, upto, lo=start, key=lambda ev: merge_key(ev, self._own))
+            for p, start in zip(peers, starts, strict=True)]
+
+    def _refold(self, own: list[Event], peers: Sequence[list[Event]],
+                upto: tuple[str, int] | None = None) -> None:
         self.refolds += (self.own_folded > 0 or any(self.peer_seen)) and not self._replaced
         self.fold = IncrementalFold(self.campaign, self.machine)
         self.last_key = None
-        self._apply(merge_events(own, peers, self._own) if peers else own,
-                    [len(p) for p in peers])
+        ends = self._ends(peers, [0] * len(peers), upto)
+        upto_peers = [p[:end] for p, end in zip(peers, ends, strict=True)]
+        self._apply(merge_events(own, upto_peers, self._own) if peers else own, ends)
         self.own_folded = len(own)
 
     def _apply(self, batch: list[Event], peer_seen: list[int]) -> None:
