@@ -16,6 +16,10 @@ match, else it is ignored and rebuilt by folding from the start:
 - each peer's copy still holds the events the cache folded (their count and a hash of
   the last one).
 
+A damaged or edited file fails its checksum (a sha256 of the body); a forged one that
+fits it still has every decoded value checked for its shape, and any value a reader
+cannot take (a bad number, a nesting too deep) makes the cache unused, never an error.
+
 The file is JSON (no pickle: a cache is read like any other input), at most
 :data:`MAX_CACHE_BYTES`, written atomically (a temporary file, fsync, rename): a kill
 during the write leaves the old cache or the new one, both valid for their prefix.
@@ -184,7 +188,14 @@ def load(path: Path, campaign_sha: str, machine: int | None) -> dict[str, Any]:
     body = doc.get("body")
     if not isinstance(body, dict):
         raise CacheMismatch("no body")
+    if doc.get("sum") != _checksum(body):
+        raise CacheMismatch("its checksum does not match (a damaged or edited file)")
     return body
+
+
+def _checksum(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+                          .encode("utf-8")).hexdigest()
 
 
 def save(path: Path, campaign_sha: str, machine: int | None, body: dict[str, Any]) -> None:
@@ -192,7 +203,8 @@ def save(path: Path, campaign_sha: str, machine: int | None, body: dict[str, Any
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps({"header": header(campaign_sha, machine), "body": body},
+        data = json.dumps({"header": header(campaign_sha, machine), "sum": _checksum(body),
+                           "body": body},
                           ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if len(data) > MAX_CACHE_BYTES:
             log.warning("state cache not written: %d bytes is over the limit", len(data))

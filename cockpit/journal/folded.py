@@ -30,9 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.units import Money
 from cockpit.journal import cache
 from cockpit.journal.fields import Event
-from cockpit.journal.fold import CampaignState, IncrementalFold, RefusedEvents, fold_history
+from cockpit.journal.fold import (
+    CampaignState,
+    CostEntry,
+    Decision,
+    FiredRule,
+    IncrementalFold,
+    RefusedEvents,
+    fold_history,
+)
 from cockpit.journal.folding import Folding
 from cockpit.journal.merge import merge_events, merge_key
 from cockpit.journal.writer import JournalWriter
@@ -184,7 +193,8 @@ class FoldedHistory:
                 self.from_cache = True
             except cache.CacheMismatch as exc:
                 self._not_used(str(exc))
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                    ArithmeticError, RecursionError) as exc:  # a forged value of any shape
                 self._not_used(f"unreadable ({exc.__class__.__name__})")
 
     def _not_used(self, why: str) -> None:
@@ -246,6 +256,36 @@ _FOLDING_FIELDS = ("stages", "runs", "notes", "verified", "fired", "decisions", 
                    "latest_plan", "rules_hash")
 
 
+def _dict_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, dict) and all(
+        isinstance(k, str) and check(x) for k, x in v.items())
+
+
+def _list_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, list) and all(check(x) for x in v)
+
+
+def _text_or_none(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+# What each decoded field must look like (a forged cache of another shape is not used).
+_FOLDING_SHAPES: dict[str, Callable[[Any], bool]] = {
+    "stages": _dict_of(lambda d: isinstance(d, dict)),
+    "runs": _dict_of(lambda d: isinstance(d, dict)),
+    "notes": _dict_of(_list_of(lambda n: isinstance(n, str))),
+    "verified": _dict_of(_list_of(lambda e: isinstance(e, dict))),
+    "fired": _list_of(lambda x: isinstance(x, FiredRule)),
+    "decisions": _dict_of(lambda x: isinstance(x, Decision)),
+    "costs": _list_of(lambda x: isinstance(x, CostEntry)),
+    "cost_totals": _dict_of(lambda x: isinstance(x, Money)),
+    "costs_count": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "notes_count": _dict_of(lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "warnings": _list_of(lambda w: isinstance(w, str)),
+    "plan_hash": _text_or_none, "latest_plan": _text_or_none, "rules_hash": _text_or_none,
+}
+
+
 def _encode_fold(f: IncrementalFold) -> dict[str, Any]:
     r = f.refused
     return {"folding": {name: cache.raw(f.folding.verified) if name == "verified"
@@ -263,6 +303,9 @@ def _decode_fold(campaign: Campaign, machine: int | None,
     values = {name: cache.decode(body["folding"][name]) for name in _FOLDING_FIELDS}
     if set(values["stages"]) != {s.id for s in campaign.stages}:
         raise cache.CacheMismatch("its stages are not the plan's")
+    wrong = [name for name, fits in _FOLDING_SHAPES.items() if not fits(values[name])]
+    if wrong:
+        raise cache.CacheMismatch(f"values of the wrong shape: {', '.join(wrong)}")
     f.folding = Folding(campaign, **values)
     f.last_seq, f.applied = int(body["last_seq"]), int(body["applied"])
     f.dropped_by = cache.decode(body["dropped_by"])

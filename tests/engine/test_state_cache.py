@@ -19,6 +19,7 @@ import pytest
 
 from cockpit.campaign import Campaign, load_campaign
 from cockpit.engine import Engine
+from cockpit.journal import cache as cache_module
 from cockpit.journal.fold import CampaignState, fold
 from cockpit.journal.folded import FoldedHistory
 from cockpit.journal.log import Journal
@@ -155,6 +156,12 @@ def test_a_cache_of_another_campaign_or_version_is_not_used(tmp_path: Path) -> N
     assert not history.from_cache and state == _full(campaign)
 
 
+def _signed(doc: dict[str, Any]) -> bytes:
+    """A forgery, not damage: its checksum made to fit, so the checks behind it decide."""
+    doc["sum"] = cache_module._checksum(doc["body"])
+    return json.dumps(doc).encode()
+
+
 def _corruptions(cache: Path) -> list[bytes]:
     good = cache.read_bytes()
     doc = json.loads(good)
@@ -164,9 +171,20 @@ def _corruptions(cache: Path) -> list[bytes]:
     forged_tag["body"]["fold"]["folding"]["costs"] = {"$": "os.system", "v": {"x": 1}}
     bad_count = json.loads(good)
     bad_count["body"]["own_folded"] = doc["body"]["own_folded"] - 1
+    bad_decimal = json.loads(good)
+    bad_decimal["body"]["fold"]["folding"]["cost_totals"] = {
+        "$": "dict", "v": [["USD", {"$": "Money", "v": {
+            "amount": {"$": "decimal", "v": "not a number"}, "currency": "USD"}}]]}
+    wrong_shape = json.loads(good)
+    nested: object = "a warning"
+    for _ in range(200):
+        nested = {"$": "tuple", "v": [nested]}
+    wrong_shape["body"]["fold"]["folding"]["warnings"] = nested
     return [good[: len(good) // 2], good[:-1], b"\x00" * 64, b"[]",
-            good.replace(b'"prefix":"', b'"prefix":"0', 1),
-            *(json.dumps(d).encode() for d in (wrong_type, forged_tag, bad_count))]
+            good.replace(b'"prefix":"', b'"prefix":"0', 1),  # damage: the checksum
+            json.dumps(bad_count).encode(),  # an edit without its checksum
+            *(_signed(d) for d in (wrong_type, forged_tag, bad_count, bad_decimal,
+                                   wrong_shape))]
 
 
 def test_a_corrupted_cache_is_ignored_and_rebuilt(tmp_path: Path) -> None:
