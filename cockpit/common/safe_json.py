@@ -10,6 +10,11 @@ from typing import Any
 
 MAX_DEPTH = 64
 
+# json.loads's own decoder, its raw_decode called directly on the common case (a text
+# that starts with its value): the same parse with two Python frames fewer per call (a
+# journal of a million lines is read a line at a time).
+_RAW_DECODE = json.JSONDecoder().raw_decode
+
 
 class TooDeep(ValueError):
     """A JSON text nested deeper than the bound."""
@@ -42,4 +47,12 @@ def loads_bounded(text: str, max_depth: int = MAX_DEPTH, **kwargs: Any) -> Any:
     # Cheap first: a text with fewer brackets than the bound cannot be too deep.
     if text.count("[") + text.count("{") > max_depth and nesting_depth(text) > max_depth:
         raise TooDeep(f"nested deeper than {max_depth} levels")
+    if not kwargs and isinstance(text, str):
+        try:
+            value, end = _RAW_DECODE(text)
+        except ValueError:
+            pass  # not a value at its start (or leading space): json.loads says which
+        else:
+            if end == len(text) or not text[end:].strip(" \t\n\r"):  # JSON's whitespace
+                return value
     return json.loads(text, **kwargs)

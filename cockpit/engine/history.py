@@ -93,8 +93,8 @@ class History:
             self._opening = False
             if self.folded.from_cache:  # nothing to save until something new comes
                 self._saved_at = self.time.mono()
-            if not self._unannounced:  # started from the cache: show the newest anyway
-                self._unannounced.extend(self.journal.recent(RECENT_EVENTS))
+            # The history's newest events are shown (the rest were not kept).
+            self._unannounced.extend(self.journal.recent(RECENT_EVENTS))
             last = self.journal.recent(1)
             self.time.opened_seq = int(last[-1].get("seq", 0)) if last else 0
 
@@ -111,13 +111,17 @@ class History:
 
     _now: datetime | None = None  # the time of the read that indexes new events
 
-    def _index(self, ev: Event) -> None:
-        """What later steps need of an own event, when it is first read."""
-        if (size := export_size(ev)) is not None:
-            self.export_bytes = size
-        if not self._opening:
-            self.time.saw(ev, self.time.mono(), self._now or self.time.steady_now())
-        self._unannounced.append(ev)
+    def _index(self, events: list[Event]) -> None:
+        """What later steps need of own events, when first read."""
+        for ev in events:
+            if ev["kind"] == "export_done" and (size := export_size(ev)) is not None:
+                self.export_bytes = size
+        if self._opening:
+            return  # history: open() announces the newest few, from the journal's window
+        mono, now = self.time.mono(), self._now or self.time.steady_now()
+        for ev in events:
+            self.time.saw(ev, mono, now)
+        self._unannounced.extend(events)
 
     def events(self, now: datetime | None = None) -> list[Event]:
         """The events the state was folded from: this machine's and its peers', merged
@@ -148,7 +152,11 @@ class History:
     def save_cache(self, force: bool = False) -> None:
         """Save the state cache when :data:`CACHE_EVERY_S` passed (``force``: now)."""
         mono = self.time.mono()
-        if force or self._saved_at is None or mono - self._saved_at >= CACHE_EVERY_S:
+        if self._saved_at is None and not force:
+            # Opened without a cache: the first snapshot goes out first, the cache on the
+            # next tick.
+            self._saved_at = mono - CACHE_EVERY_S
+        elif force or mono - (self._saved_at or 0.0) >= CACHE_EVERY_S:
             self._saved_at = mono
             self.folded.save(self.peer_events())
 

@@ -269,17 +269,39 @@ def event_problem(event: Mapping[str, Any]) -> str | None:
     by the table's types, then any other field the registry knows (a field means the
     same in every kind). A kind not in the table is read too (a newer cockpit may write
     it; the fold ignores it), its fields checked by the registry alone."""
+    # The fields whose types alone do not settle it, for this kind, these names and
+    # these types (a journal has a few dozen such shapes: each is worked out once).
+    of_names = _TO_CHECK.get(tuple(event))
+    if of_names is None:
+        if len(_TO_CHECK) >= _SHAPES_KEPT:
+            _TO_CHECK.clear()  # a journal of made-up shapes: stay bounded
+        of_names = _TO_CHECK[tuple(event)] = {}
+    shape = (event.get("kind"), *map(type, event.values()))
+    to_check = of_names.get(shape)
+    if to_check is None:
+        if len(of_names) >= _SHAPES_KEPT:
+            of_names.clear()
+        to_check = of_names[shape] = _fields_to_check(event)
+    for name, checked in to_check:
+        value = event[name]
+        if not checked.fits(value):
+            return checked.problem(name, value)
+    return None
+
+
+def _fields_to_check(event: Mapping[str, Any]) -> tuple[tuple[str, FieldType], ...]:
     kind = event.get("kind")
     checks = _CHECKS.get(kind) if isinstance(kind, str) else None
     if checks is None:  # a kind not in the table: the registry alone
         checks = FIELD_TYPES
-    for name, value in event.items():  # the event's few fields, not the registry's many
-        field_type = checks.get(name)
-        if field_type is None or type(value) in field_type.quick:
-            continue
-        if not field_type.fits(value):
-            return field_type.problem(name, value)
-    return None
+    return tuple((name, checked) for name, value in event.items()
+                 if (checked := checks.get(name)) is not None
+                 and type(value) not in checked.quick)
+
+
+_SHAPES_KEPT = 1000
+# field names -> (kind, each value's type) -> the fields to check by value
+_TO_CHECK: dict[tuple[str, ...], dict[tuple[Any, ...], tuple[tuple[str, FieldType], ...]]] = {}
 
 
 # Each kind's checks: its declared fields over the registry (one lookup per field).

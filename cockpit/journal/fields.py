@@ -53,9 +53,14 @@ def _time(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     try:
-        parsed = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+        parsed = datetime.fromisoformat(value)  # with its "Z" (Python 3.11 on)
     except ValueError:
-        return False
+        if not value.endswith("Z"):
+            return False
+        try:  # Python 3.10 reads no "Z"
+            parsed = datetime.fromisoformat(value[:-1] + "+00:00")
+        except ValueError:
+            return False
     return parsed.tzinfo is not None
 
 

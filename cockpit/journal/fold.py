@@ -30,7 +30,7 @@ from typing import Any
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.units import other_cost
-from cockpit.journal.events import EVENT_KINDS, LOCAL, SCOPE, refusal
+from cockpit.journal.events import ANY, EVENT_KINDS, LOCAL, SCOPE, refusal
 from cockpit.journal.fields import Event
 from cockpit.journal.fold_records import RECORD_HANDLERS
 from cockpit.journal.fold_runs import RUN_HANDLERS
@@ -78,12 +78,13 @@ FOLDED_AS_NOTHING = frozenset({
     "rule_blind", "resume_verified", "verify_started"})
 assert set(HANDLERS) | FOLDED_AS_NOTHING == set(EVENT_KINDS), "every kind is folded"
 assert not set(HANDLERS) & FOLDED_AS_NOTHING
-
-
-def _tag(event: Event) -> int | None:
-    """The peer that wrote an event (its copy tags it); None: the reader's own journal."""
-    value = event.get("machine")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+# Kinds whose own events the ownership table never refuses (campaign-wide or local
+# records: ``refusal`` finds no owner to check), worked out here instead of per event.
+_NEVER_OWNED = frozenset(k for k, scope in SCOPE.items() if scope in (ANY, LOCAL)) - {
+    "cost", "stage_dropped"}
+# Of those, the ones the state does not hold: an own one naming no run changes only
+# the newest seq (a million warnings fold at the cost of reading them).
+_RECORDS_ONLY = _NEVER_OWNED & FOLDED_AS_NOTHING
 
 
 def fold(campaign: Campaign, events: Iterable[Event], now: datetime,
@@ -131,25 +132,38 @@ class IncrementalFold:
     def apply(self, ev: Event) -> bool:
         """Fold one event; False when it is not folded (a peer's local record, or refused)."""
         self.applied += 1
-        kind = str(ev.get("kind"))
-        tag = _tag(ev)
+        kind = ev.get("kind")
+        if kind in _RECORDS_ONLY and "machine" not in ev and "run" not in ev:
+            # An own record the state does not hold (a warning, a claim): only its seq.
+            seq = ev.get("seq")
+            if seq and (number := int(seq)) > self.last_seq:
+                self.last_seq = number
+                self._frozen = None
+            return True
+        if not isinstance(kind, str):
+            kind = str(kind)
+        tag = ev.get("machine")
+        if tag is not None and (not isinstance(tag, int) or isinstance(tag, bool)):
+            tag = None  # a peer's copy tags its events with the machine's number
         writer = tag if tag is not None else self.machine
         peer = tag is not None and tag != self.machine
         if peer and self.machine is not None and SCOPE.get(kind, LOCAL) == LOCAL:
             return False  # the peer's own record (its plan, warnings, exports): not ours
         f = self.folding
-        if writer is not None:
-            if peer or self._owned(kind, ev, writer):
-                why = _refusal(f, ev, writer, peer, self.dropped_by.get(writer, set()))
-                if why is not None:
-                    self.refused.add(Dropped(tag, ev.get("seq"), kind, why, ev))
-                    self._frozen = None
-                    return False
-            if kind == "decision":
-                self.dropped_by.setdefault(writer, set()).update(
-                    d for d in ev.get("drops") or () if isinstance(d, str))
-        self.last_seq = max(self.last_seq, int(ev.get("seq", 0) or 0))
-        if kind in EVENT_KINDS:
+        if writer is not None and (peer or (kind not in _NEVER_OWNED
+                                            and self._owned(kind, ev, writer))):
+            why = _refusal(f, ev, writer, peer, self.dropped_by.get(writer, set()))
+            if why is not None:
+                self.refused.add(Dropped(tag, ev.get("seq"), kind, why, ev))
+                self._frozen = None
+                return False
+        if kind == "decision" and writer is not None:
+            self.dropped_by.setdefault(writer, set()).update(
+                d for d in ev.get("drops") or () if isinstance(d, str))
+        seq = ev.get("seq")
+        if seq and (number := int(seq)) > self.last_seq:
+            self.last_seq = number
+        if kind in EVENT_KINDS and "run" in ev:
             f.run(ev)  # any run an event names has a state (a stale one too)
         handler = HANDLERS.get(kind)
         if handler is not None:

@@ -54,12 +54,13 @@ PENDING_MAX = 10_000  # own events waiting for the peers' before they are merged
 
 class FoldedHistory:
     """Journal + peers, folded incrementally (see the module text). ``on_own`` sees
-    each own event once, when it is first read (the engine indexes it)."""
+    each own event once, when it is first read (the engine indexes them), a chunk's
+    events at a time."""
 
     def __init__(self, campaign: Campaign, journal: JournalWriter, machine: int | None, *,
                  peers: bool = False, cache_path: Path | None = None,
                  peer_source: Callable[[], Sequence[list[Event]]] | None = None,
-                 on_own: Callable[[Event], None] | None = None) -> None:
+                 on_own: Callable[[list[Event]], None] | None = None) -> None:
         self.campaign = campaign
         self.journal = journal
         self.machine = machine
@@ -81,21 +82,23 @@ class FoldedHistory:
         journal.follow(self)  # reads nothing: from now on each event read comes here
 
     # ------------------------------------------------------------------ following
-    def event(self, ev: Event) -> None:
-        """The journal read one more own event."""
+    def read(self, events: list[Event]) -> None:
+        """The journal read more own events."""
         with self._lock:
             if self.on_own is not None:
-                self.on_own(ev)
-            if self._with_peers:
-                self._pending.append(ev)
-                if len(self._pending) >= PENDING_MAX and self._peer_source is not None:
-                    # A long read (a cold open): merge what the peers hold up to here
-                    # now, so no list of the whole journal builds up.
-                    self._merge_peers(self._peer_source(),
-                                      upto=merge_key(self._pending[-1], self._own))
+                self.on_own(events)
+            if not self._with_peers:
+                apply = self.fold.apply
+                for ev in events:
+                    apply(ev)
+                self.own_folded += len(events)
                 return
-            self.fold.apply(ev)
-            self.own_folded += 1
+            self._pending.extend(events)
+            if len(self._pending) >= PENDING_MAX and self._peer_source is not None:
+                # A long read (a cold open): merge what the peers hold up to here now,
+                # so no list of the whole journal builds up.
+                self._merge_peers(self._peer_source(),
+                                  upto=merge_key(self._pending[-1], self._own))
 
     def replaced(self) -> None:
         """The journal was replaced: its events come again, from the first."""

@@ -64,9 +64,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
-from cockpit.common.safe_json import TooDeep, loads_bounded
 from cockpit.journal.cache import pack_bytes, unpack_bytes
-from cockpit.journal.events import event_problem
 from cockpit.journal.fields import Event
 from cockpit.journal.format import (
     JournalError,
@@ -76,6 +74,7 @@ from cockpit.journal.format import (
     parse_time,
     sha256_file,
 )
+from cockpit.journal.lines import LongRead, SkippedLine, decoded_lines, event_of_line
 from cockpit.journal.paths import journal_lock_of
 from cockpit.journal.txn import RECENT_KEPT, JournalTxn
 from cockpit.journal.writer import JournalFollower
@@ -98,7 +97,7 @@ _RESERVED = frozenset({"seq", "t", "kind"})
 # inode, no shrink): two small preads, only when size or mtime changed.
 _HEAD_CHECK = 4096
 _TAIL_CHECK = 64
-_READ_CHUNK = 8 * 1024 * 1024
+_READ_CHUNK = 65536  # a chunk's events are handed over together
 PROBLEMS_KEPT = 100  # lines named one by one in Journal.problems(); the rest counted
 
 
@@ -183,8 +182,8 @@ class Journal:
             self._follower = follower
             if self.bounded and self._count:
                 self._reset()
-            for ev in self._events:
-                follower.event(ev)
+            if self._events:
+                follower.read(list(self._events))
 
     def refresh(self) -> None:
         """Read what was appended (a follower takes it)."""
@@ -308,69 +307,77 @@ class Journal:
 
     def _read_lines(self, fd: int) -> Iterator[None]:
         """Read the complete lines after the offset, a chunk at a time (a journal of a
-        million events is never held as one bytes object); yields after each line."""
+        million events is never held as one bytes object); yields after each chunk,
+        its events taken."""
         pos, pending = self._offset, b""
-        while chunk := os.pread(fd, _READ_CHUNK, pos):
-            pos += len(chunk)
-            data = pending + chunk
-            end = data.rfind(b"\n")
-            if end < 0:
-                pending = data
-                continue
-            for raw in data[:end].split(b"\n"):
-                self._lines += 1
-                self._take_line(self._lines, raw)
+        long_read = LongRead()
+        try:
+            while chunk := os.pread(fd, _READ_CHUNK, pos):
+                pos += len(chunk)
+                data = pending + chunk
+                end = data.rfind(b"\n")
+                if end < 0:
+                    pending = data
+                    continue
+                before = self._count
+                self._take_lines(decoded_lines(data[:end]), long_read.active)
+                long_read.took(data[:end], self._count - before)
+                self._offset = pos - (len(data) - end - 1)
+                self._tail = data[max(0, end + 1 - _TAIL_CHECK): end + 1]
+                pending = data[end + 1:]
+                if not self._head:
+                    first = os.pread(fd, _HEAD_CHECK, 0)
+                    self._head = first[: first.find(b"\n") + 1 or _HEAD_CHECK]
                 yield
-            self._offset = pos - (len(data) - end - 1)
-            self._tail = data[max(0, end + 1 - _TAIL_CHECK): end + 1]
-            pending = data[end + 1:]
-            if not self._head:
-                first = os.pread(fd, _HEAD_CHECK, 0)
-                self._head = first[: first.find(b"\n") + 1 or _HEAD_CHECK]
+        finally:
+            if long_read.active and self._keep:
+                self._recent.extend(long_read.newest())
         self._partial = pending
         torn = self._torn_problem()
         if torn is not None and self._torn_warned != (torn.line, len(self._partial)):
             self._torn_warned = (torn.line, len(self._partial))
             log.warning("journal %s line %d: %s", self.path, torn.line, torn.message)
 
-    def _take_line(self, line_no: int, raw: bytes) -> None:
-        if not raw.strip():
-            return  # a blank line carries nothing and harms nothing
-        try:
-            event = loads_bounded(raw.decode("utf-8"))
-        except TooDeep as exc:
-            self._problem(line_no, f"not an event ({exc}): skipped")
-            return
-        except (UnicodeDecodeError, ValueError) as exc:
-            self._problem(line_no, f"not valid JSON ({exc.__class__.__name__}): skipped")
-            return
-        if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
-            self._problem(line_no, "not an event (a JSON object with a string 'kind'): skipped")
-            return
-        wrong = event_problem(event)
-        if wrong is not None:
-            self._problem(line_no, f"{event['kind']} event with a bad field ({wrong}): skipped")
-            return
-        expected = self._count + 1
-        if event.get("seq") != expected:
-            # Kept: the event itself is readable; the numbering is only a cross-check.
-            self._problem(line_no, f"seq {event.get('seq')!r} where {expected} was expected: kept")
-        self._keep_event(cast(Event, event))
+    def _take_lines(self, lines: list[str | bytes], long_read: bool = False) -> None:
+        """Check a chunk's lines (each numbered, a bad one located) and take its events
+        (``long_read``: the recent window is filled at the read's end, not now)."""
+        taken: list[Event] = []
+        line_no, count = self._lines, self._count
+        for line in lines:
+            line_no += 1
+            try:
+                event = event_of_line(line)
+            except SkippedLine as exc:
+                self._problem(line_no, str(exc))
+                continue
+            if event is None:
+                continue  # a blank line carries nothing and harms nothing
+            count += 1
+            if event.get("seq") != count:
+                # Kept: the event itself is readable; the numbering is only a cross-check.
+                self._problem(line_no, f"seq {event.get('seq')!r} where {count} was "
+                              "expected: kept")
+            taken.append(event)
+        self._lines, self._count = line_no, count
+        if taken:
+            self._keep_events(taken, long_read)
 
-    def _keep_event(self, event: Event) -> None:
-        self._count += 1
+    def _keep_events(self, taken: list[Event], long_read: bool = False) -> None:
         if not self._keep:
-            self._streamed.append(event)
+            self._streamed.extend(taken)
             return
-        self._recent.append(event)
-        self._kinds.add(event["kind"])
-        key = event.get("key")
-        if isinstance(key, str) and event["kind"] != "verify_started":
-            self._keys.add(key)
+        if not long_read:
+            self._recent.extend(taken)
+        self._kinds.update(ev["kind"] for ev in taken)
+        keys = self._keys
+        for ev in taken:
+            key = ev.get("key")
+            if isinstance(key, str) and ev["kind"] != "verify_started":
+                keys.add(key)
         if not self.bounded:
-            self._events.append(event)
+            self._events.extend(taken)
         if self._follower is not None:
-            self._follower.event(event)
+            self._follower.read(taken)
 
     def _problem(self, line_no: int, message: str) -> None:
         """A line skipped or misnumbered: kept and logged for the first

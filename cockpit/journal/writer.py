@@ -25,8 +25,8 @@ from cockpit.journal.format import JournalProblem
 class JournalFollower(Protocol):
     """Takes a journal's events as they are read (the incremental fold)."""
 
-    def event(self, event: Event) -> None:
-        """One more valid event, in the file's order."""
+    def read(self, events: list[Event]) -> None:
+        """More valid events (a chunk's), in the file's order."""
         ...
 
     def replaced(self) -> None:
