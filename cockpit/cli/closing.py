@@ -29,6 +29,7 @@ import argparse
 import errno
 import json
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from cockpit.cli.common import machine_of, number_between
 from cockpit.common.errors import InputError
 from cockpit.common.printable import printable, printable_block
-from cockpit.journal.fields import Event
+from cockpit.journal.merge import Events
 
 if TYPE_CHECKING:
     from cockpit.campaign.model import Campaign
@@ -119,7 +120,7 @@ def _load(args: argparse.Namespace, *, as_decided: bool = False) -> History:
     return history
 
 
-def peer_events(campaign: Campaign, machine: int) -> list[list[Event]]:
+def peer_events(campaign: Campaign, machine: int) -> Sequence[Events]:
     """The other machines' events from their copies under ``.cockpit/peers/`` (the only
     files a read writes), each pulled once first within a time limit (an unreachable
     one is read from its copy)."""

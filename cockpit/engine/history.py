@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -38,6 +38,7 @@ from cockpit.journal.events import describe_event
 from cockpit.journal.fields import Event
 from cockpit.journal.fold import CampaignState
 from cockpit.journal.folded import FoldedHistory
+from cockpit.journal.merge import Events
 from cockpit.journal.paths import CampaignFiles
 from cockpit.planning.deadline import export_size
 
@@ -99,7 +100,7 @@ class History:
             self.time.opened_seq = int(last[-1].get("seq", 0)) if last else 0
 
     # ------------------------------------------------------------------ reading
-    def peer_events(self) -> list[list[Event]]:
+    def peer_events(self) -> Sequence[Events]:
         return self.peers.events() if self.peers is not None else []
 
     def state(self, now: datetime | None = None) -> CampaignState:

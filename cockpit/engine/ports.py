@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import psutil
 
 from cockpit.campaign.model import Campaign, Stage
-from cockpit.journal.fields import Event
+from cockpit.journal.merge import Events
 from cockpit.journal.writer import JournalView, JournalWriter
 from cockpit.runs import supervisor as _supervisor
 from cockpit.runs.supervisor import Launched, Marked
@@ -215,7 +215,7 @@ class PeerSource(Protocol):
     """The other machines' journals, as this cockpit holds them (D12). The engine knows
     no fleet: whoever opens it (``cockpit.fleet.open``) hands it one of these."""
 
-    def events(self) -> list[list[Event]]:
+    def events(self) -> Sequence[Events]:
         """Each peer's events, tagged ``machine`` (the same list while a copy is unchanged)."""
         ...
 

@@ -1,26 +1,20 @@
-"""A peer's history in memory, read from its pulled copy, within a bound.
+"""A peer's history, read from its pulled copy: every event, none of them held whole.
 
 This module owns reading ``.cockpit/peers/<N>/journal.jsonl`` (written only by
 :mod:`cockpit.fleet.pull`) into the events this cockpit folds. The copy on disk is the
-full record; memory holds, per peer:
+full record, and the fold sees every event of it, in order. Memory holds, per peer:
 
-- every event of the kinds that make the campaign's state (stages, runs, stops,
-  decisions, verdicts, costs, the plan, rules fired, verified checkpoints:
-  :data:`STATE_KINDS`) up to :data:`STATE_BYTES` of their lines, and
-- the other kinds (notes, warnings, verification claims, hooks, unknown kinds) up to
-  :data:`OTHER_BYTES`,
+- where each event's line lies in the copy (an offset and a length: 12 bytes an event,
+  12 MB for a million), and
+- the newest :data:`PARSED_KEPT` events parsed (what the fold takes next),
 
-so a peer that keeps writing notes or warnings cannot crowd out the events that decide
-what runs, and no peer journal grows this process without end. Past a bound, later
-events of that class are not held (nor folded), with one warning naming the peer and the
-line; the fold itself is unchanged: within the bounds it sees every event, in order.
-Why not a recent window: what the fold computes from a peer (its stages' states, costs,
-verdicts, notes) depends on the whole history, and the engine reads each peer's events
-as a list that only grows; dropping old events would change both silently.
+so a peer's history of any length costs a bounded few MB beyond its index. An older
+event asked for (a refold, ``export``, a binary search by time) is read again from the
+copy and parsed; :class:`PeerEvents` makes that a plain sequence.
 
 The copy is read in bounded chunks; a line over :data:`~cockpit.fleet.pull.MAX_LINE_BYTES`
 (a hand-edited copy) is discarded while it streams past, never held whole. Each line is
-checked as the own journal's lines are (bounded JSON, field types).
+checked as the own journal's lines are (:mod:`cockpit.journal.lines`).
 """
 
 from __future__ import annotations
@@ -28,44 +22,137 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import cast
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import IO, overload
 
-from cockpit.common.safe_json import TooDeep, loads_bounded
 from cockpit.fleet.pull import MAX_LINE_BYTES
-from cockpit.journal.events import event_problem
 from cockpit.journal.fields import Event
 from cockpit.journal.format import JournalProblem
+from cockpit.journal.lines import SkippedLine, event_of_line
 
 log = logging.getLogger(__name__)
 
-STATE_KINDS = frozenset({
-    "plan_recorded", "plan_changed", "rules_recorded", "stage_claimed", "stage_started",
-    "stage_finished", "stage_skipped", "stage_dropped", "run_started", "run_exited",
-    "stop_requested", "stop_done", "decision", "result_accepted", "result_rejected", "cost",
-    "rule_fired", "checkpoint_verified",
-})
-STATE_BYTES = 16 * 1024 * 1024  # lines of STATE_KINDS held per peer
-OTHER_BYTES = 8 * 1024 * 1024  # lines of every other kind held per peer
 READ_CHUNK = 1024 * 1024
 PROBLEMS_KEPT = 100
+PARSED_KEPT = 4096  # newest events kept parsed per peer (older ones are read again)
+
+
+class _Generation:
+    """One copy of the peer's journal (a new one when the pull replaced it): the open
+    file, the index of its events' lines and the newest events parsed. Only appended
+    to, so a :class:`PeerEvents` taken earlier stays valid for its length."""
+
+    def __init__(self, path: str, machine: int) -> None:
+        self.machine = machine
+        self.file: IO[bytes] | None = None
+        try:
+            self.file = open(path, "rb", buffering=0)  # noqa: SIM115 - lives with the copy
+        except OSError:
+            pass
+        self.starts = array("q")  # each event's line: its byte offset ...
+        self.lengths = array("l")  # ... and its length (newline excluded)
+        self.parsed: tuple[int, list[Event]] = (0, [])  # (index of the first, events)
+
+    def keep(self, offset: int, length: int, event: Event) -> None:
+        self.starts.append(offset)
+        self.lengths.append(length)
+        first, events = self.parsed
+        events.append(event)
+        if len(events) >= 2 * PARSED_KEPT:  # replaced whole: a reader holds the old one
+            self.parsed = (first + len(events) - PARSED_KEPT, events[-PARSED_KEPT:])
+
+    def read(self, start: int, stop: int) -> list[Event]:
+        """Events ``start`` to ``stop`` (indexes): the parsed ones from memory, the
+        others read again from the copy, a bounded chunk at a time."""
+        first, events = self.parsed
+        if start >= first:
+            return events[start - first:stop - first]
+        out: list[Event] = []
+        i = start
+        disk_stop = min(stop, first)
+        while i < disk_stop:
+            j, base = i, self.starts[i]
+            while j < disk_stop and self.starts[j] + self.lengths[j] - base <= READ_CHUNK:
+                j += 1
+            j = max(j, i + 1)
+            end = self.starts[j - 1] + self.lengths[j - 1]
+            block = os.pread(self.fileno(), end - base, base)
+            for k in range(i, j):
+                at = self.starts[k] - base
+                out.append(self._event(block[at:at + self.lengths[k]]))
+            i = j
+        if stop > first:
+            out.extend(events[:stop - first])
+        return out
+
+    def fileno(self) -> int:
+        if self.file is None:
+            raise OSError(f"machine {self.machine}: its copy could not be opened")
+        return self.file.fileno()
+
+    def _event(self, raw: bytes) -> Event:
+        try:
+            event = event_of_line(raw)
+        except SkippedLine:
+            event = None
+        if event is None:  # checked when first read: the copy changed under us
+            raise OSError(f"machine {self.machine}: its copy changed while it was read")
+        event["machine"] = self.machine
+        return event
+
+
+class PeerEvents(Sequence[Event]):
+    """A peer's events as of one read: a sequence of a fixed length (each event
+    tagged ``machine: N``); the newest are in memory, older ones are read again."""
+
+    def __init__(self, generation: _Generation | None, length: int) -> None:
+        self._generation = generation
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            if step != 1:
+                return self[start:stop][::step]
+            if stop <= start or self._generation is None:
+                return []
+            return self._generation.read(start, stop)
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length or self._generation is None:
+            raise IndexError("peer event index out of range")
+        return self._generation.read(index, index + 1)[0]
+
+    def __iter__(self) -> Iterator[Event]:
+        for start in range(0, self._length, PARSED_KEPT):
+            yield from self[start:start + PARSED_KEPT]
 
 
 class PeerHistory:
-    """The events of one peer's copy, tagged ``machine: N``, within the bounds above.
+    """The events of one peer's copy, tagged ``machine: N`` (see the module text).
 
     :meth:`refresh` reads what the copy gained (the pull thread calls it after each
-    pull); :meth:`events` returns the last list published, which is replaced, never
-    changed in place, so a reader in another thread always sees a consistent list."""
+    pull); :meth:`events` returns the last :class:`PeerEvents` published, replaced,
+    never changed, so a reader in another thread always sees a consistent history."""
 
     def __init__(self, path: os.PathLike[str] | str, machine: int) -> None:
         self.path = os.fspath(path)
         self.machine = machine
         self._lock = threading.Lock()
-        self._published: list[Event] = []
         self._reset()
 
     def _reset(self) -> None:
-        self._events: list[Event] = []
+        self._generation: _Generation | None = None
         self._problems: list[JournalProblem] = []
         self._dropped = 0  # problems not kept (past PROBLEMS_KEPT)
         self._ident: tuple[int, int] | None = None
@@ -74,12 +161,10 @@ class PeerHistory:
         self._lines = 0
         self._partial = b""
         self._discarding = False  # inside a line over the maximum
-        self._held = {"state": 0, "other": 0}
-        self._full: set[str] = set()  # classes whose bound was reached (warned once)
-        self._published = []
+        self._published = PeerEvents(None, 0)
 
-    def events(self) -> list[Event]:
-        """The events published by the last refresh (treat as read-only)."""
+    def events(self) -> PeerEvents:
+        """The events published by the last refresh."""
         return self._published
 
     def problems(self) -> list[JournalProblem]:
@@ -87,7 +172,7 @@ class PeerHistory:
 
     def refresh(self, wait: bool = True) -> bool:
         """Read what the copy gained; False when another thread is reading it now and
-        ``wait`` is False (the caller keeps the published list)."""
+        ``wait`` is False (the caller keeps the published events)."""
         if not self._lock.acquire(blocking=wait):
             return False
         try:
@@ -109,26 +194,24 @@ class PeerHistory:
         sig = (st.st_ino, st.st_size, st.st_mtime_ns)
         if sig == self._sig:
             return
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError:
+        if self._generation is None:
+            self._generation = _Generation(self.path, self.machine)
+        generation = self._generation
+        if generation.file is None:
             return
-        before = len(self._events)
-        try:
-            self._ident = ident
-            end = st.st_size
-            pos = self._offset + len(self._partial)
-            while pos < end:
-                chunk = os.pread(fd, min(READ_CHUNK, end - pos), pos)
-                if not chunk:
-                    break
-                pos += len(chunk)
-                self._take(chunk)
-            self._sig = sig
-        finally:
-            os.close(fd)
-        if len(self._events) != before:
-            self._published = list(self._events)
+        before = len(generation.starts)
+        self._ident = ident
+        end = st.st_size
+        pos = self._offset + len(self._partial)
+        while pos < end:
+            chunk = os.pread(generation.fileno(), min(READ_CHUNK, end - pos), pos)
+            if not chunk:
+                break
+            pos += len(chunk)
+            self._take(chunk)
+        self._sig = sig
+        if len(generation.starts) != before:
+            self._published = PeerEvents(generation, len(generation.starts))
 
     def _take(self, chunk: bytes) -> None:
         start = 0
@@ -144,52 +227,33 @@ class PeerHistory:
                 else:
                     self._partial += rest
                 return
-            piece = chunk[start:cut + 1]
+            piece = chunk[start:cut]
             start = cut + 1
             self._lines += 1
             if self._discarding:
-                self._offset += len(piece)
+                self._offset += len(piece) + 1
                 self._discarding = False
                 self._problem(f"over {MAX_LINE_BYTES} bytes: skipped")
                 continue
             raw = self._partial + piece
             self._partial = b""
-            self._offset += len(raw)
-            if len(raw) > MAX_LINE_BYTES:
+            at = self._offset
+            self._offset += len(raw) + 1
+            if len(raw) >= MAX_LINE_BYTES:
                 self._problem(f"over {MAX_LINE_BYTES} bytes: skipped")
                 continue
-            self._line(raw)
+            self._line(at, raw)
 
-    def _line(self, raw: bytes) -> None:
-        if not raw.strip():
-            return
+    def _line(self, at: int, raw: bytes) -> None:
         try:
-            event = loads_bounded(raw.decode("utf-8"))
-        except TooDeep as exc:
-            self._problem(f"not an event ({exc}): skipped")
+            event = event_of_line(raw)
+        except SkippedLine as exc:
+            self._problem(str(exc))
             return
-        except (UnicodeDecodeError, ValueError) as exc:
-            self._problem(f"not valid JSON ({exc.__class__.__name__}): skipped")
-            return
-        if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
-            self._problem("not an event (a JSON object with a string 'kind'): skipped")
-            return
-        wrong = event_problem(event)
-        if wrong is not None:
-            self._problem(f"{event['kind']} event with a bad field ({wrong}): skipped")
-            return
-        group = "state" if event["kind"] in STATE_KINDS else "other"
-        bound = STATE_BYTES if group == "state" else OTHER_BYTES
-        if self._held[group] + len(raw) > bound:
-            if group not in self._full:
-                self._full.add(group)
-                what = "state events" if group == "state" else "notes, warnings and the like"
-                self._problem(f"more than {bound // (1024 * 1024)} MiB of {what}: this and "
-                              "later ones are not held in memory (the copy keeps them)")
-            return
-        self._held[group] += len(raw)
+        if event is None or self._generation is None:
+            return  # a blank line
         event["machine"] = self.machine
-        self._events.append(cast(Event, event))
+        self._generation.keep(at, len(raw), event)
 
     def _problem(self, message: str) -> None:
         if len(self._problems) >= PROBLEMS_KEPT:

@@ -19,13 +19,13 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.safe_json import loads_bounded
-from cockpit.fleet.history import PeerHistory
+from cockpit.fleet.history import PeerEvents, PeerHistory
 from cockpit.fleet.pull import (
     MAX_LINE_BYTES,
     PULL_TIMEOUT_S,
@@ -36,7 +36,6 @@ from cockpit.fleet.pull import (
     remote_pull_command,
 )
 from cockpit.fleet.ssh import SshError
-from cockpit.journal.fields import Event
 from cockpit.journal.log import JournalProblem
 
 __all__ = [
@@ -166,10 +165,10 @@ class PeerLink:
     def stop(self) -> None:
         self._stop.set()
 
-    def events(self) -> list[Event]:
-        """The copy's events, each tagged with the peer's machine (the same list object
-        until the copy changes). With the pull thread running, the tick only takes the
-        list the thread published; without it, the copy is read now."""
+    def events(self) -> PeerEvents:
+        """The copy's events, each tagged with the peer's machine (the same object
+        until the copy changes). With the pull thread running, the tick only takes what
+        the thread published; without it, the copy is read now."""
         if self._thread is None:
             self.history.refresh()
         return self.history.events()
@@ -181,10 +180,7 @@ class PeerLink:
         held = 0
         with contextlib.suppress(OSError):
             held = self.cache.journal_path.stat().st_size
-        notices = [*self._skip_notices(),
-                   *(f"machine {self.cache.machine.number}: pulled journal line {p.line}: "
-                     f"{p.message}" for p in self.history.problems()
-                     if "held in memory" in p.message)]
+        notices = self._skip_notices()
         return PeerView(self.cache.machine.number, self.cache.machine.ssh, self.reachable,
                         self.last_ok, self.error, held, status_line(self.cache),
                         self.pulls, self.received, tuple(notices))
@@ -234,7 +230,7 @@ class PeerSet:
         for link in self.links.values():
             link.stop()
 
-    def events(self) -> list[list[Event]]:
+    def events(self) -> Sequence[PeerEvents]:
         return [link.events() for link in self.links.values()]
 
     def version(self) -> tuple[int, ...]:

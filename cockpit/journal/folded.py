@@ -24,7 +24,7 @@ import bisect
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,13 +43,14 @@ from cockpit.journal.fold import (
     fold_history,
 )
 from cockpit.journal.folding import Folding
-from cockpit.journal.merge import merge_events, merge_key
+from cockpit.journal.merge import Events, merge_events, merge_key
 from cockpit.journal.writer import JournalWriter
 
 log = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # the fold is timeless
 PENDING_MAX = 10_000  # own events waiting for the peers' before they are merged early
+PEER_WINDOW = 4096  # a peer's events taken into memory at once by a merge
 
 
 class FoldedHistory:
@@ -59,7 +60,7 @@ class FoldedHistory:
 
     def __init__(self, campaign: Campaign, journal: JournalWriter, machine: int | None, *,
                  peers: bool = False, cache_path: Path | None = None,
-                 peer_source: Callable[[], Sequence[list[Event]]] | None = None,
+                 peer_source: Callable[[], Sequence[Events]] | None = None,
                  on_own: Callable[[list[Event]], None] | None = None) -> None:
         self.campaign = campaign
         self.journal = journal
@@ -113,7 +114,7 @@ class FoldedHistory:
         with self._lock:
             return self.fold.state()
 
-    def catch_up(self, peers: Sequence[list[Event]] = ()) -> CampaignState:
+    def catch_up(self, peers: Sequence[Events] = ()) -> CampaignState:
         """Read what is new and fold it (merged with the peers' new events)."""
         if not self._started:
             self.start(peers)
@@ -124,7 +125,7 @@ class FoldedHistory:
             self._replaced = False
             return self.fold.state()
 
-    def _merge_peers(self, peers: Sequence[list[Event]],
+    def _merge_peers(self, peers: Sequence[Events],
                      upto: tuple[str, int] | None = None) -> None:
         """Fold the pending own events with the peers' new ones (``upto``: only the
         peers' events that sort at or before it; the rest wait for the next call)."""
@@ -136,47 +137,71 @@ class FoldedHistory:
             self._refold(own if self._replaced else self._own_so_far(own), peers, upto)
             return
         ends = self._ends(peers, self.peer_seen, upto)
-        fresh = [p[seen:end] for p, seen, end in zip(peers, self.peer_seen, ends, strict=True)]
-        batch = merge_events(own, fresh, self._own) if any(fresh) else own
-        if batch and self.last_key is not None and merge_key(batch[0], self._own) < self.last_key:
+        if not self._fold_merged(iter(own), peers, list(self.peer_seen), ends,
+                                 check_late=True):
             self._refold(self._own_so_far(own), peers, upto)  # a late event: the order
-            return
-        self._apply(batch, ends)
-        self.own_folded += len(own)
 
     @property
     def _own(self) -> int:
         return self.machine or 0
 
-    def _own_so_far(self, new: list[Event]) -> list[Event]:
-        """Every own event folded so far, read again from the file, and the new ones."""
-        return list(itertools.islice(self.journal.scan(), self.own_folded)) + new
+    def _key(self, ev: Event) -> tuple[str, int]:
+        return merge_key(ev, self._own)
 
-    def _ends(self, peers: Sequence[list[Event]], starts: Sequence[int],
+    def _own_so_far(self, new: list[Event]) -> Iterator[Event]:
+        """Every own event folded so far, read again from the file, and the new ones."""
+        return itertools.chain(itertools.islice(self.journal.scan(), self.own_folded), new)
+
+    def _ends(self, peers: Sequence[Events], starts: Sequence[int],
               upto: tuple[str, int] | None) -> list[int]:
         """Where each peer's events to fold now end: all of them, or those up to ``upto``."""
-        return [len(p) if upto is None else bisect.bisect_right(
-            p, upto, lo=start, key=lambda ev: merge_key(ev, self._own))
-            for p, start in zip(peers, starts, strict=True)]
+        return [len(p) if upto is None else bisect.bisect_right(p, upto, lo=start, key=self._key)
+                for p, start in zip(peers, starts, strict=True)]
 
-    def _refold(self, own: list[Event], peers: Sequence[list[Event]],
+    def _refold(self, own: Iterable[Event], peers: Sequence[Events],
                 upto: tuple[str, int] | None = None) -> None:
         self.refolds += (self.own_folded > 0 or any(self.peer_seen)) and not self._replaced
         self.fold = IncrementalFold(self.campaign, self.machine)
-        self.last_key = None
-        ends = self._ends(peers, [0] * len(peers), upto)
-        upto_peers = [p[:end] for p, end in zip(peers, ends, strict=True)]
-        self._apply(merge_events(own, upto_peers, self._own) if peers else own, ends)
-        self.own_folded = len(own)
+        self.last_key, self.own_folded = None, 0
+        self.peer_seen = [0] * len(peers)
+        self._fold_merged(iter(own), peers, list(self.peer_seen),
+                          self._ends(peers, self.peer_seen, upto), check_late=False)
 
-    def _apply(self, batch: list[Event], peer_seen: list[int]) -> None:
-        for ev in batch:
-            self.fold.apply(ev)
-        if batch:
-            self.last_key = merge_key(batch[-1], self._own)
-        self.peer_seen = peer_seen
+    def _fold_merged(self, own: Iterator[Event], peers: Sequence[Events],
+                     starts: list[int], ends: list[int], check_late: bool) -> bool:
+        """Fold ``own`` (in its order) merged with each peer's events ``starts`` to
+        ``ends``, :data:`PEER_WINDOW` of each peer at a time (a peer's million events
+        are never one list). False, folding nothing: the first of them sorts before the
+        newest event already folded (``check_late``; the caller folds again)."""
+        ahead: list[Event] = []  # own events read and not folded yet (sorting later)
+        while True:
+            windows = [p[s:min(e, s + PEER_WINDOW)]
+                       for p, s, e in zip(peers, starts, ends, strict=True)]
+            # The newest key every peer with more to come has reached: what sorts after
+            # it waits for the next windows.
+            open_keys = [self._key(w[-1]) for w, s, e in zip(windows, starts, ends, strict=True)
+                         if s + len(w) < e]
+            frontier = min(open_keys) if open_keys else None
+            if frontier is not None:
+                windows = [w[:bisect.bisect_right(w, frontier, key=self._key)] for w in windows]
+            mine = _take_upto(ahead, own, frontier, self._key)
+            batch = merge_events(mine, windows, self._own)
+            if check_late and batch and self.last_key is not None \
+                    and self._key(batch[0]) < self.last_key:
+                return False
+            check_late = False
+            apply = self.fold.apply
+            for ev in batch:
+                apply(ev)
+            if batch:
+                self.last_key = self._key(batch[-1])
+            self.own_folded += len(mine)
+            starts = [s + len(w) for s, w in zip(starts, windows, strict=True)]
+            self.peer_seen = starts
+            if frontier is None:
+                return True
 
-    def events(self, peers: Sequence[list[Event]] = ()) -> list[Event]:
+    def events(self, peers: Sequence[Events] = ()) -> list[Event]:
         """The events folded so far, merged and filtered (``export``'s and ``next``'s
         history): the journal is read again for them, once per call."""
         own = list(itertools.islice(self.journal.scan(), self.own_folded))
@@ -185,7 +210,7 @@ class FoldedHistory:
         return fold_history(self.campaign, merged, _EPOCH, self.machine)[1]
 
     # ------------------------------------------------------------------ the cache
-    def start(self, peers: Sequence[list[Event]] = ()) -> None:
+    def start(self, peers: Sequence[Events] = ()) -> None:
         """Begin: from the cache when it fits (the journal then reads only its tail),
         else from the journal's first line. Called once, before the first read."""
         self._started = True
@@ -205,7 +230,7 @@ class FoldedHistory:
             self.cache_problem = why
             log.info("state cache %s not used (%s): folding the journal", self.cache_path, why)
 
-    def _restore(self, body: dict[str, Any], peers: Sequence[list[Event]]) -> None:
+    def _restore(self, body: dict[str, Any], peers: Sequence[Events]) -> None:
         """Take the cache's fold (everything is checked before anything is taken)."""
         pos = body["journal"]
         path = getattr(self.journal, "path", None)
@@ -228,7 +253,7 @@ class FoldedHistory:
         self.peer_seen = [int(n) for n, _ in marks]
         self.last_key = (str(last[0]), int(last[1])) if last else None
 
-    def save(self, peers: Sequence[list[Event]], extra: dict[str, Any] | None = None) -> bool:
+    def save(self, peers: Sequence[Events], extra: dict[str, Any] | None = None) -> bool:
         """Write the cache for what is folded now (False: this journal cannot be cached)."""
         position = getattr(self.journal, "position", None)
         path = getattr(self.journal, "path", None)
@@ -287,6 +312,24 @@ _FOLDING_SHAPES: dict[str, Callable[[Any], bool]] = {
     "warnings": _list_of(lambda w: isinstance(w, str)),
     "plan_hash": _text_or_none, "latest_plan": _text_or_none, "rules_hash": _text_or_none,
 }
+
+
+def _take_upto(ahead: list[Event], own: Iterator[Event], frontier: tuple[str, int] | None,
+               key: Callable[[Event], tuple[str, int]]) -> list[Event]:
+    """The own events, in their order, up to the first that sorts after ``frontier``
+    (None: all of them); that one and the rest stay (``ahead`` holds the one read)."""
+    if frontier is None:
+        taken = [*ahead, *own]
+        ahead.clear()
+        return taken
+    taken = []
+    for ev in itertools.chain(list(ahead), own):
+        if key(ev) > frontier:
+            ahead[:] = [ev]
+            return taken
+        taken.append(ev)
+    ahead.clear()
+    return taken
 
 
 def _encode_fold(f: IncrementalFold) -> dict[str, Any]:

@@ -9,8 +9,12 @@ from typing import Any
 
 from cockpit.journal.fields import Event
 
+# One journal's events in its order: a list, or a peer's history that reads its older
+# events again from its copy (:class:`cockpit.fleet.history.PeerEvents`).
+Events = Sequence[Event]
 
-def merge_events(own: list[Event], peers: Sequence[list[Event]],
+
+def merge_events(own: list[Event], peers: Sequence[Events],
                  own_machine: int = 0) -> list[Event]:
     """One history: events ordered by time, then machine (the own events are untagged:
     they count as ``own_machine``); each journal keeps its own order."""

@@ -22,6 +22,7 @@ from cockpit.campaign.model import Campaign
 from cockpit.common.errors import InputError
 from cockpit.journal.fold import CampaignState, fold_history
 from cockpit.journal.folded import FoldedHistory
+from cockpit.journal.merge import Events
 from cockpit.journal.writer import Event
 
 
@@ -32,7 +33,7 @@ class History:
     campaign: Campaign  # the plan folded over (the plan as decided for ``next``)
     state: CampaignState
     folded: FoldedHistory = field(repr=False)
-    peers: Sequence[list[Event]] = field(default=(), repr=False)
+    peers: Sequence[Events] = field(default=(), repr=False)
 
     @property
     def events(self) -> list[Event]:
@@ -47,7 +48,7 @@ class History:
 
 
 def history_of(campaign: Campaign, own: list[Event],
-               peers: Sequence[list[Event]], machine: int | None,
+               peers: Sequence[Events], machine: int | None,
                now: datetime) -> tuple[CampaignState, list[Event]]:
     """Merge, filter by ownership, fold (pure)."""
     from cockpit.journal.merge import merge_events
@@ -57,7 +58,7 @@ def history_of(campaign: Campaign, own: list[Event],
 
 
 def read_history(campaign: Campaign, machine: int | None,
-                 peers: Sequence[list[Event]] = (), *, as_decided: bool = False) -> History:
+                 peers: Sequence[Events] = (), *, as_decided: bool = False) -> History:
     """The merged, filtered history of ``campaign`` as machine ``machine`` reads it.
 
     ``peers``: each other machine's events, tagged ``machine`` (none for a campaign on

@@ -94,15 +94,16 @@ def _tagged(events: list[Event], machine: int) -> list[Event]:
 @FAST
 @given(own_raw=st.lists(_event, max_size=20), peer_raw=st.lists(_event, max_size=20),
        shifts=st.lists(st.integers(-30, 30), min_size=20, max_size=20),
-       order=st.lists(st.booleans(), max_size=40), early=st.integers(0, 3))
+       order=st.lists(st.booleans(), max_size=40), early=st.integers(0, 3),
+       window=st.integers(1, 4))
 def test_a_peers_events_merged_in_any_arrival_order_equal_the_full_merge(
         tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
         own_raw: list[dict[str, Any]], peer_raw: list[dict[str, Any]], shifts: list[int],
-        order: list[bool], early: int) -> None:
+        order: list[bool], early: int, window: int) -> None:
     """A peer's copy grows while this journal grows; its events may be older than ones
     already folded (a late pull), and a long read merges the peers' early (``early``:
-    every that many own events; 0: never): the result is the full merge's, whatever
-    arrives when."""
+    every that many own events; 0: never); the merge takes ``window`` of the peer's
+    events at a time: the result is the full merge's, whatever arrives when."""
     plan = _plan_once(tmp_path_factory)
     own = _valid(own_raw)
     peer = _tagged(_valid(peer_raw, start=7), 2)
@@ -115,6 +116,7 @@ def test_a_peers_events_merged_in_any_arrival_order_equal_the_full_merge(
     history = FoldedHistory(plan, Journal(path, bounded=True), 1, peers=True,
                             peer_source=(lambda: [peer[:n_peer]]) if early else None)
     monkeypatch.setattr(folded, "PENDING_MAX", early or 10_000)
+    monkeypatch.setattr(folded, "PEER_WINDOW", window)
     for own_next in [*order, True, False]:
         if own_next and n_own < len(own):
             _write(path, own[n_own:n_own + 1 + early])  # a few at once: a long read
