@@ -490,8 +490,7 @@ def report_fleet(results: dict[int, list[dict[str, float]]],
         warned = max(r["peers_warnings"] + r["peers_not_folded"] for r in rows)
         if warned:
             print(f"  ({size_name(n)}: {warned:.0f} warnings or events not folded with the "
-                  "peers, e.g. a copy past the bounds of cockpit/fleet/history.py, whose "
-                  "later events are neither held nor folded: see --keep and --measure-one)")
+                  "peers: see --keep and --measure-one)")
 
 
 # ----------------------------------------------------------------------------- main
