@@ -282,26 +282,27 @@ def event_problem(event: Mapping[str, Any]) -> str | None:
         if len(of_names) >= _SHAPES_KEPT:
             of_names.clear()
         to_check = of_names[shape] = _fields_to_check(event)
-    for name, checked in to_check:
+    for name, fits, checked in to_check:
         value = event[name]
-        if not checked.fits(value):
+        if not fits(value):
             return checked.problem(name, value)
     return None
 
 
-def _fields_to_check(event: Mapping[str, Any]) -> tuple[tuple[str, FieldType], ...]:
+def _fields_to_check(event: Mapping[str, Any]) -> _Plan:
     kind = event.get("kind")
     checks = _CHECKS.get(kind) if isinstance(kind, str) else None
     if checks is None:  # a kind not in the table: the registry alone
         checks = FIELD_TYPES
-    return tuple((name, checked) for name, value in event.items()
+    return tuple((name, checked.check, checked) for name, value in event.items()
                  if (checked := checks.get(name)) is not None
                  and type(value) not in checked.quick)
 
 
 _SHAPES_KEPT = 1000
+_Plan = tuple[tuple[str, Callable[[Any], bool], FieldType], ...]  # fields to check by value
 # field names -> (kind, each value's type) -> the fields to check by value
-_TO_CHECK: dict[tuple[str, ...], dict[tuple[Any, ...], tuple[tuple[str, FieldType], ...]]] = {}
+_TO_CHECK: dict[tuple[str, ...], dict[tuple[Any, ...], _Plan]] = {}
 
 
 # Each kind's checks: its declared fields over the registry (one lookup per field).
