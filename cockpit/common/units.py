@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from functools import lru_cache
 
 _UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 # No duration in a campaign is longer than ten times the longest package of the catalog
@@ -119,6 +120,19 @@ MAX_OTHER_COST = Decimal(100_000)
 def other_cost(label: object, amount: object, currency: object) -> Money:
     """The one check of an other cost (D20), for `cockpit cost` and for every journal
     line: a label, a finite amount from 0 to ``MAX_OTHER_COST``. ValueError says why."""
+    try:
+        money = _other_amount(amount, currency)
+    except TypeError:  # an unhashable amount or currency (a list): not remembered
+        money = _other_amount.__wrapped__(amount, currency)
+    if not isinstance(label, str) or not label.strip():
+        raise ValueError("the label is empty")
+    return money
+
+
+# A journal repeats the same few amounts (a storage fee each day): each is parsed once.
+# ``typed``: 1, 1.0 and True are different inputs (True is refused).
+@lru_cache(maxsize=256, typed=True)
+def _other_amount(amount: object, currency: object) -> Money:
     if not isinstance(currency, str) or not currency.strip():
         raise ValueError(f"not a currency: {currency!r}")
     try:
@@ -130,8 +144,6 @@ def other_cost(label: object, amount: object, currency: object) -> Money:
         raise ValueError(f"amount {plain_amount(money.amount)} {money.currency} is above "
                          f"{plain_amount(MAX_OTHER_COST)}, the most one cost entry may hold "
                          "(a typo or a wrong unit? record a real one in parts)")
-    if not isinstance(label, str) or not label.strip():
-        raise ValueError("the label is empty")
     return money
 
 

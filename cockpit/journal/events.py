@@ -269,19 +269,14 @@ def event_problem(event: Mapping[str, Any]) -> str | None:
     by the table's types, then any other field the registry knows (a field means the
     same in every kind). A kind not in the table is read too (a newer cockpit may write
     it; the fold ignores it), its fields checked by the registry alone."""
-    # The fields whose types alone do not settle it, for this kind, these names and
+    # The fields whose types alone do not settle it, for these names, this kind and
     # these types (a journal has a few dozen such shapes: each is worked out once).
-    of_names = _TO_CHECK.get(tuple(event))
-    if of_names is None:
+    shape = (*event, event.get("kind"), *map(type, event.values()))
+    to_check = _TO_CHECK.get(shape)
+    if to_check is None:
         if len(_TO_CHECK) >= _SHAPES_KEPT:
             _TO_CHECK.clear()  # a journal of made-up shapes: stay bounded
-        of_names = _TO_CHECK[tuple(event)] = {}
-    shape = (event.get("kind"), *map(type, event.values()))
-    to_check = of_names.get(shape)
-    if to_check is None:
-        if len(of_names) >= _SHAPES_KEPT:
-            of_names.clear()
-        to_check = of_names[shape] = _fields_to_check(event)
+        to_check = _TO_CHECK[shape] = _fields_to_check(event)
     for name, fits, checked in to_check:
         value = event[name]
         if not fits(value):
@@ -301,8 +296,8 @@ def _fields_to_check(event: Mapping[str, Any]) -> _Plan:
 
 _SHAPES_KEPT = 1000
 _Plan = tuple[tuple[str, Callable[[Any], bool], FieldType], ...]  # fields to check by value
-# field names -> (kind, each value's type) -> the fields to check by value
-_TO_CHECK: dict[tuple[str, ...], dict[tuple[Any, ...], _Plan]] = {}
+# (field names, kind, each value's type) -> the fields to check by value
+_TO_CHECK: dict[tuple[Any, ...], _Plan] = {}
 
 
 # Each kind's checks: its declared fields over the registry (one lookup per field).

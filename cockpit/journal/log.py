@@ -61,6 +61,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, cast
 
@@ -319,9 +320,9 @@ class Journal:
                 if end < 0:
                     pending = data
                     continue
-                before = self._count
-                self._take_lines(decoded_lines(data[:end]), long_read.active)
-                long_read.took(data[:end], self._count - before)
+                before, block = self._count, data[:end]
+                self._take_lines(decoded_lines(block), long_read.active)
+                long_read.took(block, self._count - before)
                 self._offset = pos - (len(data) - end - 1)
                 self._tail = data[max(0, end + 1 - _TAIL_CHECK): end + 1]
                 pending = data[end + 1:]
@@ -368,11 +369,11 @@ class Journal:
             return
         if not long_read:
             self._recent.extend(taken)
-        self._kinds.update(ev["kind"] for ev in taken)
+        self._kinds.update(map(itemgetter("kind"), taken))
         keys = self._keys
         for ev in taken:
-            key = ev.get("key")
-            if isinstance(key, str) and ev["kind"] != "verify_started":
+            if "key" in ev and isinstance(key := ev["key"], str) \
+                    and ev["kind"] != "verify_started":
                 keys.add(key)
         if not self.bounded:
             self._events.extend(taken)
