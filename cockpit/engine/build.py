@@ -34,9 +34,15 @@ from cockpit.engine.snapshot import (
     StageView,
     WindowView,
 )
+from cockpit.engine.timebase import parse_t
 from cockpit.journal.fold import DONE, RUNNING, CampaignState
 from cockpit.journal.log import JournalProblem
-from cockpit.planning.deadline import closing_times, expected_export_bytes, retrieve_by
+from cockpit.planning.deadline import (
+    closing_times,
+    expected_export_bytes,
+    export_size,
+    retrieve_by,
+)
 from cockpit.planning.forecast import Forecast, forecast
 from cockpit.planning.schedule import no_options_reason, schedule
 from cockpit.runs.blind import BLIND, conclusion_runs, declared_sources, stream_blind
@@ -67,7 +73,6 @@ class Observations:
     decided_planned_s: Mapping[str, float] = field(default_factory=dict)
     machine: int | None = 1
     machines: tuple[MachineView, ...] = ()
-    export_bytes: int | None = None  # the real size of the newest export written (D19)
 
 
 SNAPSHOT_NOTES = 10  # a stage's newest notes in the Snapshot (the journal holds all)
@@ -80,9 +85,10 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
     fc = forecast(campaign, state, now, progress)
     window_s = (pkg.end - pkg.start).total_seconds()
     used = min(max((now - pkg.start).total_seconds() / window_s * 100, 0.0), 100.0)
+    export = state.export  # the newest export written (D19: its real size)
     times = closing_times(campaign, expected_export_bytes(campaign, {
         run_id: view.newest.size_bytes if view.newest else None
-        for run_id, view in obs.checkpoints.items()}), obs.export_bytes)
+        for run_id, view in obs.checkpoints.items()}), export_size(export) if export else None)
     deadline = retrieve_by(campaign, times)
     window = WindowView(
         start=pkg.start, end=pkg.end, remaining_s=(pkg.end - now).total_seconds(),
@@ -108,7 +114,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         new_events=obs.new_events, conclusion=shown(conclusionshown(campaign, state, obs.streams)),
         machine=obs.machine, machines=obs.machines,
         export_action=export_action(campaign, state, obs.machine),
-        schedule=planned_schedule(campaign))
+        schedule=planned_schedule(campaign),
+        exported_at=parse_t(export) if export and export.get("verified") else None)
 
 
 def stage_views(campaign: Campaign, state: CampaignState, obs: Observations, fc: Forecast,

@@ -67,7 +67,7 @@ from cockpit.journal.fields import Event
 from cockpit.journal.fold import RUNNING, CampaignState
 from cockpit.journal.log import Journal
 from cockpit.journal.paths import CampaignFiles
-from cockpit.planning.deadline import expected_export_bytes
+from cockpit.planning.deadline import expected_export_bytes, export_size
 from cockpit.runs.metrics.progress import progress_of
 from cockpit.telemetry import GpuSampler, HostSampler
 
@@ -216,7 +216,7 @@ class Engine:
             act(guards.deadline_guard(self.campaign, state, now, machine=self.machine,
                                       progress=progress_of(self.campaign,
                                                            self.observer.streams)[0],
-                                      export=self._export_facts()), now)
+                                      export=self._export_facts(state)), now)
         state = self.past.state(now)
         self.observer.sample_telemetry(state, now, self.past.journal_once)
         self.past.announce(now)
@@ -234,14 +234,14 @@ class Engine:
             rules_hash=self.launcher.rules_hash, auto=self.auto,
             new_events=self.past.take_fresh(),
             decided_planned_s=self.recorder.decided_planned_s(state), machine=self.machine,
-            machines=self.past.machine_views(), export_bytes=self.past.export_bytes), now)
+            machines=self.past.machine_views()), now)
 
-    def _export_facts(self) -> ExportFacts:
-        exported = any(ev.get("kind") == "export_done" and ev.get("verified")
-                       for ev in self.journal.recent(200))
+    def _export_facts(self, state: CampaignState) -> ExportFacts:
+        export = state.export  # the newest export written, as folded (cache included)
+        exported = bool(export and export.get("verified"))
         # The size an export would have now (the newest checkpoints and the rest).
         expected = expected_export_bytes(self.campaign, self.observer.newest_sizes())
-        return ExportFacts(exported, expected, self.past.export_bytes)
+        return ExportFacts(exported, expected, export_size(export) if export else None)
 
     # ------------------------------------------------------------------ reading
     def state(self, now: datetime | None = None) -> CampaignState:

@@ -8,9 +8,9 @@ started from the state cache when it fits, and saved to it by a writing engine e
 the one-shot readers (``budget``, ``export``, ``next``) stream it through
 :meth:`History.events`.
 
-Each own event is indexed once, when first read (the monotonic time it appeared, an
-export's size); the events journaled before this engine opened are history, and only
-the newest of them are announced. Announcing events to the faces (the recent list, the
+Each own event is indexed once, when first read (the monotonic time it appeared); the
+events journaled before this engine opened are history, and only the newest of them are
+announced. Announcing events to the faces (the recent list, the
 events new since the last snapshot) is :meth:`History.announce`, which only the tick
 calls.
 
@@ -40,7 +40,6 @@ from cockpit.journal.fold import CampaignState
 from cockpit.journal.folded import FoldedHistory
 from cockpit.journal.merge import Events
 from cockpit.journal.paths import CampaignFiles
-from cockpit.planning.deadline import export_size
 
 RECENT_EVENTS = 50
 UNANNOUNCED_KEPT = 1000  # own events read and not yet announced (a burst keeps its newest)
@@ -69,8 +68,6 @@ class History:
         self.machine = machine
         self.peers = peers
         self.keys = OnceKeys(journal)  # "key" fields of journaled once-only events
-        # The real size of the newest export written (D19: retrieval at the transfer rate).
-        self.export_bytes: int | None = None
         self.folded = FoldedHistory(
             campaign, journal, machine, on_own=self._index,
             peer_source=self.peer_events if peers is not None else None,
@@ -114,9 +111,6 @@ class History:
 
     def _index(self, events: list[Event]) -> None:
         """What later steps need of own events, when first read."""
-        for ev in events:
-            if ev["kind"] == "export_done" and (size := export_size(ev)) is not None:
-                self.export_bytes = size
         if self._opening:
             return  # history: open() announces the newest few, from the journal's window
         mono, now = self.time.mono(), self._now or self.time.steady_now()

@@ -55,7 +55,7 @@ from cockpit.journal.state import (
 log = logging.getLogger(__name__)
 
 FORMAT = "cockpit-state-cache"
-CACHE_VERSION = 1  # +1 whenever the fold or this layout changes meaning
+CACHE_VERSION = 2  # +1 whenever the fold or this layout changes meaning
 MAX_CACHE_BYTES = 64 * 1024 * 1024
 _SAMPLES, _BLOCK = 16, 4096
 _CLASSES: dict[str, type] = {c.__name__: c for c in (

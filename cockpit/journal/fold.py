@@ -74,7 +74,7 @@ HANDLERS: Mapping[str, Handler] = {**STAGE_HANDLERS, **RUN_HANDLERS, **RECORD_HA
 # Kinds the state does not hold (the records a reader finds in the events themselves:
 # the environment, warnings, exports, hooks, clock jumps, blind rules, verifications).
 FOLDED_AS_NOTHING = frozenset({
-    "environment_recorded", "warning", "export_done", "hook_started", "clock_jump",
+    "environment_recorded", "warning", "hook_started", "clock_jump",
     "rule_blind", "resume_verified", "verify_started"})
 assert set(HANDLERS) | FOLDED_AS_NOTHING == set(EVENT_KINDS), "every kind is folded"
 assert not set(HANDLERS) & FOLDED_AS_NOTHING
@@ -279,6 +279,7 @@ def _frozen(f: Folding, last_seq: int, refused: RefusedEvents) -> CampaignState:
         journal_warnings=tuple(f.warnings) + _dropped_warnings(refused),
         last_seq=last_seq,
         not_folded=tuple(refused.newest),
+        export=f.export,
     )
 
 

@@ -67,6 +67,14 @@ def cost(f: Folding, ev: Event) -> None:
     f.costs_count += 1
 
 
+def export_done(f: Folding, ev: Event) -> None:
+    """The newest export written (verified or kept failed): what closed the campaign
+    and how big it is (D19's retrieval time). One kept beside the current export after
+    failing verification is not it (the current one is still what is fetched)."""
+    if not ev.get("kept_failed"):
+        f.export = ev
+
+
 RECORD_HANDLERS: Mapping[str, Handler] = {
     "plan_recorded": plan_recorded,
     "plan_changed": plan_changed,
@@ -74,4 +82,5 @@ RECORD_HANDLERS: Mapping[str, Handler] = {
     "decision": decision,
     "note": note,
     "cost": cost,
+    "export_done": export_done,
 }

@@ -281,7 +281,7 @@ class FoldedHistory:
 
 _FOLDING_FIELDS = ("stages", "runs", "notes", "verified", "fired", "decisions", "costs",
                    "cost_totals", "costs_count", "notes_count", "warnings", "plan_hash",
-                   "latest_plan", "rules_hash")
+                   "latest_plan", "rules_hash", "export")
 
 
 def _dict_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
@@ -311,6 +311,7 @@ _FOLDING_SHAPES: dict[str, Callable[[Any], bool]] = {
     "notes_count": _dict_of(lambda v: isinstance(v, int) and not isinstance(v, bool)),
     "warnings": _list_of(lambda w: isinstance(w, str)),
     "plan_hash": _text_or_none, "latest_plan": _text_or_none, "rules_hash": _text_or_none,
+    "export": lambda v: v is None or isinstance(v, dict),
 }
 
 

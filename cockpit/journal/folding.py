@@ -41,6 +41,7 @@ class Folding:
     plan_hash: str | None = None
     latest_plan: str | None = None
     rules_hash: str | None = None
+    export: Event | None = None  # the newest export_done event (fold_records.export_done)
 
     @classmethod
     def start(cls, campaign: Campaign) -> Folding:

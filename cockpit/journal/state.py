@@ -199,6 +199,7 @@ class CampaignState:
     journal_warnings: tuple[str, ...] = ()
     last_seq: int = 0
     not_folded: tuple[Dropped, ...] = ()  # journal events dropped (see fold_history)
+    export: Mapping[str, Any] | None = None  # the newest export_done event (None: none)
 
     def fired_for(self, run: str, attempt: int | None) -> set[str]:
         return {f.rule for f in self.fired if f.run == run and f.attempt == attempt}
