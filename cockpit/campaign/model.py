@@ -10,11 +10,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal, TypeAlias
 
+from cockpit.common.layout import STATE_DIR as STATE_DIR  # re-exported: the model names it
 from cockpit.common.units import Money
 
 # The folder beside the campaign file where the cockpit writes everything (every file in
 # it is named in cockpit.journal.paths).
-STATE_DIR = ".cockpit"
 
 CATEGORIES = ("essential", "useful", "exploratory")
 # Optional stages may be dropped by a decision or a shortened protocol; essential never.

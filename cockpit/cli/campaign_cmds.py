@@ -18,36 +18,14 @@ from typing import Any
 from cockpit.cli.common import EXIT_OK, acting, machine_of
 from cockpit.common.units import for_packages, format_duration, format_hours
 
-# A headless instance writes a status line each tick; one fresher than this is "live".
-LIVE_STATUS_S = 15.0
-
-
-def _line_from_status_log(file: str) -> str | None:
-    import time
-
-    from cockpit.headless.status_line import read_last_line, status_line
-    from cockpit.journal.paths import CampaignFiles
-
-    log = CampaignFiles.beside(file).status_log
-    try:
-        if time.time() - log.stat().st_mtime > LIVE_STATUS_S:
-            return None
-    except OSError:
-        return None
-    last = read_last_line(log)
-    if last is None:
-        return None
-    try:
-        return status_line(json.loads(last))
-    except (ValueError, KeyError, TypeError):
-        return None
-
 
 @acting
 def cmd_status(args: argparse.Namespace) -> int:
     fleet = bool(getattr(args, "fleet", False))
     if args.line and not fleet:
-        line = _line_from_status_log(args.file)
+        from cockpit.headless.status_line import line_from_status_log
+
+        line = line_from_status_log(args.file)  # the fast path's, when `main` was skipped
         if line is not None:
             print(line)
             return EXIT_OK

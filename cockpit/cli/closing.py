@@ -1,7 +1,7 @@
 """The closing phase's commands: ``budget``, ``export`` and ``verify-export``.
 
 This module owns their argument parsing (``add_close_commands(sub)``, called last by
-:func:`cockpit.cli.build_parser`) and handlers.
+:func:`cockpit.cli.parser.build_parser`) and handlers.
 Each handler takes the argparse namespace and returns an exit code; bad input raises
 :class:`cockpit.common.errors.InputError` (the CLI prints it and exits 2). ``budget`` only
 reads: it never creates or writes anything. ``export`` writes under the campaign's

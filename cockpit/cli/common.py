@@ -2,7 +2,7 @@
 cockpit's machine, refusals as exit 1.
 
 This module owns ``EXIT_OK`` / ``EXIT_BAD_INPUT`` / ``EXIT_INTERNAL`` (re-exported by
-:mod:`cockpit.cli`), :class:`Parser` (bad arguments as one line and exit 2),
+:mod:`cockpit.cli.dispatch`), :class:`Parser` (bad arguments as one line and exit 2),
 :func:`machine_of` (``--machine``, else ``COCKPIT_MACHINE``, else 1: the only place that
 reads the variable; every command passes the machine on as a value) and ``acting``, the
 wrapper that turns an action refused for a reason into one line and exit 1 (and an

@@ -1,14 +1,15 @@
-"""Command-line entry point: the dispatch and the exit codes.
+"""The commands' dispatch and the exit codes.
 
-This module owns ``main`` (``cockpit = cockpit.cli:main``, ``python -m cockpit``) and
-the last line of defence: bad input of any kind becomes located lines on stderr and
-exit code 2, a bug exit code 70 with one line, never a traceback. Every command's
-arguments are declared in :mod:`cockpit.cli.parser` (``build_parser``). The handlers
-live by what they do: :mod:`cockpit.cli.campaign_cmds` (check, plan, status, headless,
-tui, demo, init, fleet), :mod:`cockpit.cli.actions` (start, mark, stop, decide, accept,
-reject, note, cost, verify), :mod:`cockpit.cli.closing` (budget, export, verify-export,
-next) and :mod:`cockpit.cli.rules` (rules). Commands that only read (check, plan,
-status, budget, rules) write nothing. This cockpit's machine (``--machine``, else
+This module owns ``main`` (every command but the status line a status log answers:
+:mod:`cockpit.cli` tries that first) and the last line of defence: bad input of any
+kind becomes located lines on stderr and exit code 2, a bug exit code 70 with one
+line, never a traceback. Every command's arguments are declared in
+:mod:`cockpit.cli.parser` (``build_parser``). The handlers live by what they do:
+:mod:`cockpit.cli.campaign_cmds` (check, plan, status, headless, tui, demo, init,
+fleet), :mod:`cockpit.cli.actions` (start, mark, stop, decide, accept, reject, note,
+cost, verify), :mod:`cockpit.cli.closing` (budget, export, verify-export, next) and
+:mod:`cockpit.cli.rules` (rules). Commands that only read (check, plan, status,
+budget, rules) write nothing. This cockpit's machine (``--machine``, else
 COCKPIT_MACHINE) is resolved here once and passed on as a value.
 """
 

@@ -65,6 +65,13 @@ def _duration_hours(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _duration_seconds(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _simulate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulate-gpus", type=int, default=None, metavar="N",
                    help="drive N simulated GPUs (labelled SIMULATED); also COCKPIT_SIMULATE_GPUS")
@@ -104,6 +111,9 @@ def _add_face_commands(sub: Any) -> None:
                    help="also write the event lines to this file (rotated)")
     p.add_argument("--prom", default=None, metavar="PATH",
                    help="write the Prometheus textfile here each tick (atomic)")
+    p.add_argument("--remind", type=_duration_seconds, default=1800.0, metavar="DURATION",
+                   help="repeat each 'NEEDS A PERSON' line this often while it holds "
+                        "(default 30m)")
     _simulate(p)
     p.set_defaults(handler=cmd_headless)
 

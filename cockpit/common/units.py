@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from functools import lru_cache
 
+from cockpit.common.durations import format_duration as format_duration  # re-exported
+
 _UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 # No duration in a campaign is longer than ten times the longest package of the catalog
 # (30 days): far beyond any real plan, and far below what dates and timers overflow on.
@@ -41,29 +43,6 @@ def parse_duration(text: str) -> float:
     if total > MAX_DURATION_S:
         raise ValueError(f"duration {text!r} is too long: {DURATION_BOUND}")
     return total
-
-
-def format_duration(seconds: float, *, signed: bool = False) -> str:
-    """Compact human duration: 2d 3h, 5h12m, 14m, 40s."""
-    sign = ""
-    if seconds < 0:
-        sign = "-"
-        seconds = -seconds
-    elif signed:
-        sign = "+"
-    s = int(round(seconds))
-    days, rest = divmod(s, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        text = f"{days}d{hours}h" if hours else f"{days}d"
-    elif hours:
-        text = f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
-    elif minutes:
-        text = f"{minutes}m"
-    else:
-        text = f"{secs}s"
-    return sign + text
 
 
 def format_hours(hours: float) -> str:

@@ -254,6 +254,8 @@ class Snapshot:
     # What the export key does now, and the plan's schedule (the timeline's plan lane).
     export_action: ExportAction = ExportAction("none", allowed=UNKNOWN)
     schedule: tuple[Slot, ...] = ()
+    # When the verified export that closed the campaign was written (None: not closed).
+    exported_at: datetime | None = None
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)
@@ -264,6 +266,34 @@ class Snapshot:
     @property
     def active_runs(self) -> tuple[RunView, ...]:
         return tuple(r for r in self.runs if r.state == "running")
+
+    def needs_person(self) -> tuple[Need, ...]:
+        """What only a person can do now, most urgent first: a decision the plan waits
+        for, a run that ended and awaits its verdict, a rule that cannot see its metric.
+        The faces tell it (headless prints and repeats it, the TUI's keys come first)."""
+        needs = [Need(f"decide:{s}", f"decision needed at {s}: the plan waits for it "
+                      "(d in the cockpit, or `cockpit decide FILE continue|limit|revise "
+                      f"--stage {s} --note …`)",
+                      "decide") for s in self.pending_decisions]
+        needs += [Need(f"verdict:{r.id}", f"run {r.id} ended and awaits a verdict: "
+                       f"accept or reject it (a / r in the cockpit)", "verdict")
+                  for r in self.runs
+                  if r.produces_result and r.verdict is None and r.accept.ok]
+        needs += [Need(f"blind:{r.rule}@{r.run}", f"rule {r.rule} on run {r.run} is blind "
+                       f"({r.reason or 'its metric was never seen'}): it cannot stop the run",
+                       "blind") for r in self.rules if r.state == "blind"]
+        return tuple(needs)
+
+
+@dataclass(frozen=True)
+class Need:
+    """One thing only a person can do (``Snapshot.needs_person``): a stable key (the
+    same need on the next tick has the same key), the words, and its kind (``decide``,
+    ``verdict``, ``blind``)."""
+
+    key: str
+    text: str
+    kind: str
 
 
 def json_time(value: datetime | None) -> str | None:

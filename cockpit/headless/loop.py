@@ -99,9 +99,22 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
     engine = open_engine(args.file, auto=args.auto, actor="headless",
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
                          fleet=fleet, pull="background")
+    if args.status_log and not fleet:  # so that `status --line` finds it untold
+        record_status_log(args.file, Path(args.status_log))
     loop = HeadlessLoop(args, engine, out or sys.stdout,
                         Path(args.status_log) if args.status_log else default_log)
     return loop.run()
+
+
+def record_status_log(campaign_file: str | Path, status_log: Path) -> None:
+    """Record a custom status log's absolute path in ``.cockpit/`` (a failure to is a
+    warning: the log itself is still written)."""
+    pointer = CampaignFiles.beside(campaign_file).status_log_pointer
+    try:
+        write_atomic(pointer, f"{status_log.resolve()}\n")
+    except OSError as exc:
+        print(f"cockpit headless: warning: cannot record the status log in {pointer}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
 
 
 class HeadlessLoop:
@@ -117,6 +130,9 @@ class HeadlessLoop:
         self.event_log = RotatingFile(Path(args.log)) if args.log else None
         self.prom = Path(args.prom) if args.prom else None
         self.flags = {"stop": False, "reopen": False}
+        # What needs a person, and when it was last said (monotonic): said once at
+        # once, then again every ``--remind`` while it holds; said at once if it recurs.
+        self.told: dict[str, float] = {}
         self.warnings = WriteWarnings(sys.stderr)
 
     def log_line(self, line: str) -> None:
@@ -165,12 +181,28 @@ class HeadlessLoop:
         # Events from before this process started are history: print only new ones.
         for ev in (ev for ev in snap.new_events if not ev.earlier):
             self.emit(f"{ev.fields['t']} {ev.text}")
+        self.remind(snap)
         self._write(f"status log {self.status_log.path}",
                     lambda: self.status_log.write_line(dumps(compact_json(snap))))
         prom = self.prom
         if prom is not None:
             self._write(f"Prometheus file {prom}",
                         lambda: write_atomic(prom, prometheus_text(snap)))
+
+    def remind(self, snap: Snapshot) -> None:
+        """``NEEDS A PERSON: …`` for each need (a decision, a verdict, a blind rule): at
+        once, then every ``--remind`` while it holds."""
+        now, every = time.monotonic(), float(getattr(self.args, "remind", 1800.0))
+        needs = snap.needs_person()
+        for need in needs:
+            said = self.told.get(need.key)
+            if said is None or now - said >= every:
+                self.told[need.key] = now
+                again = "" if said is None else " (still)"
+                self.emit(f"{snap.taken_at.isoformat()} NEEDS A PERSON{again}: {need.text}")
+        held = {need.key for need in needs}
+        for key in [k for k in self.told if k not in held]:
+            del self.told[key]  # done: a need that comes back is said at once
 
     def step(self) -> int | None:
         """One tick and its outputs; the exit code when the loop ends."""

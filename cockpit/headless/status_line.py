@@ -1,25 +1,101 @@
-"""The one-line status for a tmux status bar, from one compact status-log object.
+"""The one-line status for a tmux status bar, from a face's compact status line.
 
-Deliberately light (standard library and cockpit.common.units only): `cockpit status --line`
-answers from the live status log's last line without loading the campaign, NVML,
-psutil or the engine.
+Deliberately light (the standard library, :mod:`cockpit.common.layout` and
+:mod:`cockpit.common.durations` only): `cockpit status --line` answers from the freshest
+status log a face wrote (the default one, which headless and the TUI write each tick,
+or a headless's ``--status-log``, recorded in ``.cockpit/status-log.path``) without
+loading the campaign, YAML, NVML, psutil or the engine. A log no face has written for
+:data:`LIVE_STATUS_S` says so in words, the window still counting down from its end:
+nobody watches the rules then, and unknown is never shown as ok. A campaign no face
+ever opened has no log, and a journal written since the log (an export, a note from
+the command line) makes it out of date: the caller answers with the engine then.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from pathlib import Path
-from typing import Any
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from cockpit.common.units import format_duration
+from cockpit.common.durations import format_duration
+from cockpit.common.layout import JOURNAL, STATE_DIR, STATUS_LOG, STATUS_LOG_POINTER
+
+if TYPE_CHECKING:
+    from pathlib import Path  # paths are handled as text here: pathlib costs 10 ms to import
+
+# A face writes a status line each tick; a log fresher than this is "live".
+LIVE_STATUS_S = 15.0
+POINTER_MAX_BYTES = 4096  # one absolute path
+LINE_MAX_CHARS = 240  # a status bar shows less; never a screenful
 
 
-def status_line(compact: dict[str, Any]) -> str:
-    """`61h12m left · fits +17h · GPU 98% · ckpt 12m · rules ok` — never more than one line."""
+def line_from_status_log(campaign_file: str | Path, now: float | None = None) -> str | None:
+    """The line from the freshest status log beside ``campaign_file`` (None: no log, or
+    its last line is not a status line: the caller asks the engine)."""
+    root = os.path.join(os.path.dirname(os.path.realpath(campaign_file)), STATE_DIR)
+    newest: tuple[float, str] | None = None
+    for log in status_logs(root):
+        try:
+            mtime = os.stat(log).st_mtime
+        except OSError:
+            continue
+        if newest is None or mtime > newest[0]:
+            newest = (mtime, log)
+    if newest is None:
+        return None
+    last = read_last_line(newest[1])
+    if last is None:
+        return None
+    now = time.time() if now is None else now
+    age = now - newest[0]
+    live = -LIVE_STATUS_S <= age <= LIVE_STATUS_S  # a clock step either way: not live
+    if _journal_newer(root, newest[0]):
+        # Written to since the face's line (`cockpit export`, a note from the command
+        # line; a face writes its line after its tick's events): the line is out of date.
+        return None
+    try:
+        compact = json.loads(last)
+        return status_line(compact, now) if live else unwatched_line(compact, age, now)
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
+        return None
+
+
+def _journal_newer(root: str, than: float) -> bool:
+    try:
+        return os.stat(os.path.join(root, JOURNAL)).st_mtime > than
+    except OSError:
+        return False
+
+
+def status_logs(root: str) -> list[str]:
+    """The default status log, and the one headless recorded (when it is another)."""
+    logs = [os.path.join(root, STATUS_LOG)]
+    try:
+        fd = os.open(os.path.join(root, STATUS_LOG_POINTER), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            raw = handle.read(POINTER_MAX_BYTES + 1)
+    except OSError:
+        return logs
+    text = raw.decode("utf-8", errors="replace").strip()
+    if len(raw) <= POINTER_MAX_BYTES and text and os.path.isabs(text) \
+            and not any(c in text for c in "\n\r\0"):
+        logs.append(text)
+    return logs
+
+
+def status_line(compact: dict[str, Any], now: float | None = None) -> str:
+    """`61h12m left · fits +17h · GPU 98% · ckpt 12m · rules ok` — never more than one
+    line; after the close `closed — fetch by 12-06 14:00 UTC (20h left) · …`."""
+    now = time.time() if now is None else now
     left = compact["window"]["left_s"]
     parts = [f"{_hours_minutes(left)} left" if left > 0 else "window ended"]
-    fc = compact["forecast"]
-    parts.append(f"{fc['verdict']} {format_duration(fc['slack_s'], signed=True)}")
+    if compact.get("closed"):
+        parts.insert(0, _closed(compact["closed"], now))
+    else:
+        fc = compact["forecast"]
+        parts.append(f"{fc['verdict']} {format_duration(fc['slack_s'], signed=True)}")
     if compact.get("gpu_status") == "unavailable":
         parts.append("GPU n/a")
     elif compact.get("gpu_util_mean") is not None:
@@ -27,20 +103,57 @@ def status_line(compact: dict[str, Any]) -> str:
         parts.append(f"GPU {sim}{compact['gpu_util_mean']:.0f}%")
     if compact.get("ckpt_age_s") is not None:
         parts.append(f"ckpt {format_duration(compact['ckpt_age_s'])}")
-    fired = compact["rules"]["fired"]
-    warned = compact["rules"].get("warn") or []  # a warn rule that fired (a stalled run)
-    blind = compact["rules"].get("blind") or []  # unknown is not ok (issue 22)
-    if fired or warned or blind:
-        parts.append("rules" + (f" FIRED {','.join(fired)}" if fired else "")
-                     + (f" warn {','.join(warned)}" if warned else "")
-                     + (f" ◌ {len(blind)} blind" if blind else ""))
-    elif compact["rules"].get("ok", 1) or not compact["rules"].get("waiting"):
-        parts.append("rules ok")
-    else:  # every rule waits for its run to start: none has watched anything yet
-        parts.append("rules waiting")
+    parts.append(_rules(compact["rules"]))
     if compact.get("decisions_pending"):
         parts.append("decide " + ",".join(compact["decisions_pending"]))
-    return " · ".join(parts).replace("\n", " ")
+    return one_line(" · ".join(parts))
+
+
+def unwatched_line(compact: dict[str, Any], age_s: float, now: float) -> str:
+    """No face has written for a while: nobody watches the rules. The window counts
+    down from its end; what was pending when the line was written is named as such."""
+    end = _epoch(compact["window"]["end"])
+    parts = [f"{_hours_minutes(end - now)} left" if end > now else "window ended"]
+    if compact.get("closed"):
+        parts.insert(0, _closed(compact["closed"], now))
+    since = f" for {format_duration(age_s)}" if age_s >= 0 else " (the clock stepped back)"
+    parts.append(f"NOT WATCHED: no cockpit running{since}")
+    if compact.get("decisions_pending"):
+        parts.append("decide " + ",".join(compact["decisions_pending"]))
+    return one_line(" · ".join(parts))
+
+
+def one_line(text: str) -> str:
+    """Printable characters only (a name may hold escape codes), bounded."""
+    clean = "".join(c if c.isprintable() else " " for c in text)
+    return clean if len(clean) <= LINE_MAX_CHARS else clean[:LINE_MAX_CHARS - 1] + "…"
+
+
+def _rules(rules: dict[str, Any]) -> str:
+    fired = rules["fired"]
+    warned = rules.get("warn") or []  # a warn rule that fired (a stalled run)
+    blind = rules.get("blind") or []  # unknown is not ok (issue 22)
+    if fired or warned or blind:
+        return ("rules" + (f" FIRED {','.join(fired)}" if fired else "")
+                + (f" warn {','.join(warned)}" if warned else "")
+                + (f" ◌ {len(blind)} blind" if blind else ""))
+    if rules.get("ok", 1) or not rules.get("waiting"):
+        return "rules ok"
+    return "rules waiting"  # every rule waits for its run to start: none watched yet
+
+
+def _closed(closed: dict[str, Any], now: float) -> str:
+    """`closed — fetch by 12-06 14:00 UTC (20h left)`: the export is verified; what is
+    left is to fetch it before the deadline."""
+    by = _epoch(closed["fetch_by"])
+    when = time.strftime("%m-%d %H:%M UTC", time.gmtime(by))
+    if by <= now:
+        return f"closed — fetch deadline {when} passed {format_duration(now - by)} ago"
+    return f"closed — fetch by {when} ({format_duration(by - now)} left)"
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def _hours_minutes(seconds: float) -> str:
@@ -48,7 +161,7 @@ def _hours_minutes(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m"
 
 
-def read_last_line(path: Path, max_bytes: int = 256 * 1024) -> str | None:
+def read_last_line(path: str | Path, max_bytes: int = 256 * 1024) -> str | None:
     """The last complete line of a file, reading only its tail."""
     try:
         with open(path, "rb") as handle:

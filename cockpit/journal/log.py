@@ -370,11 +370,8 @@ class Journal:
         if not long_read:
             self._recent.extend(taken)
         self._kinds.update(map(itemgetter("kind"), taken))
-        keys = self._keys
-        for ev in taken:
-            if "key" in ev and isinstance(key := ev["key"], str) \
-                    and ev["kind"] != "verify_started":
-                keys.add(key)
+        self._keys.update(key for ev in taken if "key" in ev and isinstance(key := ev["key"], str)
+                          and ev["kind"] != "verify_started")
         if not self.bounded:
             self._events.extend(taken)
         if self._follower is not None:

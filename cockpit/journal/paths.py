@@ -6,7 +6,8 @@ spells a path of its own::
     .cockpit/
       journal.jsonl               the journal (cockpit.journal.log)
       journal.jsonl.lock          its lock (a sibling: the journal may be replaced)
-      status.jsonl                the headless status log (rotated beside it)
+      status.jsonl                the status log, a face's line per tick (rotated beside it)
+      status-log.path             where headless writes it (`headless --status-log`)
       logs/<stage>.<stamp>.out    a launch's stdout, .err, .exit (cockpit.runs.supervisor)
       runs/<run>/report.jsonl     a run's cockpit.report lines (unless it names its own)
       resume-check/               scratch folders of `verify --resume`
@@ -18,7 +19,8 @@ spells a path of its own::
       peers/<N>/                  a peer's copies: journal.jsonl, status.json, state.json,
                                   pull.lock (cockpit.fleet.pull)
 
-The folder's own name is the campaign model's (:data:`cockpit.campaign.model.STATE_DIR`).
+The folder's own name and the status log's are :mod:`cockpit.common.layout`'s (what
+`status --line` reads without loading anything).
 """
 
 from __future__ import annotations
@@ -27,9 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from cockpit.campaign.model import STATE_DIR, Campaign
-
-JOURNAL = "journal.jsonl"
+from cockpit.campaign.model import Campaign
+from cockpit.common.layout import JOURNAL, STATE_DIR, STATUS_LOG, STATUS_LOG_POINTER
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,11 @@ class CampaignFiles:
 
     @property
     def status_log(self) -> Path:
-        return self.root / "status.jsonl"
+        return self.root / STATUS_LOG
+
+    @property
+    def status_log_pointer(self) -> Path:
+        return self.root / STATUS_LOG_POINTER
 
     @property
     def logs(self) -> Path:

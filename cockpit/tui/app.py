@@ -34,8 +34,9 @@ from textual.worker import Worker, WorkerState
 
 from cockpit.common.errors import InputError
 from cockpit.common.printable import printable, printable_block
-from cockpit.engine import ActionRefused, Engine, JournalError, describe_event
+from cockpit.engine import ActionRefused, CampaignFiles, Engine, JournalError, describe_event
 from cockpit.engine.snapshot import Snapshot
+from cockpit.headless.status_log import RotatingFile, compact_json, dumps
 from cockpit.tui.dialogs import ConfirmScreen, InfoScreen
 from cockpit.tui.keymap import load_keymap
 from cockpit.tui.screen import CockpitScreen
@@ -87,7 +88,8 @@ class CockpitApp(App[int]):
 
     def __init__(self, engine: Engine, *, interval: float = 1.0, theme: str = "default",
                  themes: dict[str, ThemeFile] | None = None,
-                 after_tick: Callable[[Engine], list[dict[str, Any]]] | None = None) -> None:
+                 after_tick: Callable[[Engine], list[dict[str, Any]]] | None = None,
+                 status_log: Path | None = None) -> None:
         if themes is None:
             chosen, themes = resolve(theme)
             theme = chosen.name
@@ -98,6 +100,10 @@ class CockpitApp(App[int]):
         self.engine = engine
         # Called after each tick in the worker (the demo plays the person's part here).
         self.after_tick = after_tick
+        # The status line of each tick, as headless writes it: `status --line` (tmux's
+        # status bar) reads it instead of loading the campaign.
+        self.status_log = RotatingFile(status_log) if status_log is not None else None
+        self._status_log_failed = False
         self.interval = interval
         self.theme_name = theme
         self.ticks = 0
@@ -197,6 +203,22 @@ class CockpitApp(App[int]):
                 snap = self.engine.tick()  # what the person did may unblock stages
                 snap = replace(snap, new_events=first + snap.new_events)
         self.post_message(SnapshotTaken(snap))
+        self._write_status(snap)
+
+    def _write_status(self, snap: Snapshot) -> None:
+        """The tick's status line (in the tick worker); a failure is told once."""
+        if self.status_log is None:
+            return
+        try:
+            self.status_log.write_line(dumps(compact_json(snap)))
+            self._status_log_failed = False
+        except OSError as exc:
+            if not self._status_log_failed:
+                self._status_log_failed = True
+                self.call_from_thread(
+                    self.notify, f"cannot write {self.status_log.path}: {exc.strerror or exc}"
+                    " — `cockpit status --line` loads the campaign instead",
+                    title="status log", severity="warning", timeout=10)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "tick" and event.state == WorkerState.ERROR:
@@ -315,11 +337,13 @@ def run_tui(args: argparse.Namespace, *,
         return 2
     from cockpit.fleet.open import open_engine
 
+    fleet = bool(getattr(args, "fleet", False))  # `cockpit fleet` is no machine's face
     engine = open_engine(args.file, auto=bool(args.auto), actor="tui",
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
-                         fleet=bool(getattr(args, "fleet", False)), pull="background")
+                         fleet=fleet, pull="background")
     app = CockpitApp(engine, interval=float(args.interval), theme=chosen.name, themes=themes,
-                     after_tick=after_tick)
+                     after_tick=after_tick,
+                     status_log=None if fleet else CampaignFiles.of(engine.campaign).status_log)
     try:
         app.run(mouse=not getattr(args, "no_mouse", False))
     finally:

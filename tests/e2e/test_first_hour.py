@@ -11,6 +11,7 @@ import pytest
 from cockpit import cli
 from cockpit.assets import asset, asset_path
 from cockpit.campaign import load_campaign
+from cockpit.cli import dispatch
 from cockpit.cli import parser as cli_parser
 from cockpit.cli.demo import failed_stage_logs
 from cockpit.engine import Engine
@@ -41,7 +42,7 @@ def test_an_internal_error_is_exit_70_and_says_it_is_a_bug(monkeypatch, capsys) 
 
     monkeypatch.setattr(cli_parser, "cmd_check", broken)  # the parser binds the handlers
     monkeypatch.delenv("COCKPIT_DEBUG", raising=False)
-    assert cli.main(["check", "whatever.yaml"]) == cli.EXIT_INTERNAL == 70
+    assert cli.main(["check", "whatever.yaml"]) == dispatch.EXIT_INTERNAL == 70
     err = capsys.readouterr().err
     assert "internal error: ZeroDivisionError" in err and "bug" in err
     assert "Traceback" not in err

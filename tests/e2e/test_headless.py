@@ -185,3 +185,28 @@ def test_status_line_from_a_live_log_and_without_one(tmp_path: Path):
     live = run_cockpit("status", str(path), "--line")
     assert live.stdout.strip() == status_line(compact)
     assert "GPU sim 97%" in live.stdout and "rules FIRED finite-loss@r9" in live.stdout
+
+
+def test_headless_says_what_needs_a_person_once_then_every_remind(tmp_path: Path):
+    path = write_campaign(tmp_path, [
+        {"id": "pilot", "hours": 1, "resource": "human", "decision_point": True},
+        {"id": "later", "hours": 1, "resource": "human", "after": ["pilot"]}])
+    assert run_cockpit("mark", str(path), "pilot", "done").returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "headless", str(path),
+                             "--interval", "0.1", "--remind", "1s"],
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(2.6)
+    decided = run_cockpit("decide", str(path), "continue", "--stage", "pilot", "--note", "ok")
+    assert decided.returncode == 0, decided.stderr
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    said = [line for line in out.splitlines() if "NEEDS A PERSON" in line]
+    assert said and "decision needed at pilot" in said[0] and "(still)" not in said[0]
+    assert 2 <= len(said) <= 4, said  # at once, then about every second, not every tick
+    assert all("(still)" in line for line in said[1:])
+    # Once decided, nothing more is asked: the last reminder comes before the decision.
+    last_need = max(i for i, line in enumerate(out.splitlines()) if "NEEDS A PERSON" in line)
+    decision_at = next(i for i, line in enumerate(out.splitlines())
+                       if "decision" in line and "NEEDS" not in line)
+    assert last_need < decision_at, out

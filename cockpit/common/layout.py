@@ -1,0 +1,15 @@
+"""The names a light reader needs to find the campaign's state without loading it.
+
+Standard library only: `cockpit status --line` (what tmux runs every few seconds)
+imports this and nothing of the engine. :mod:`cockpit.journal.paths` names every other
+file under the folder; it takes these names from here.
+"""
+
+from __future__ import annotations
+
+STATE_DIR = ".cockpit"  # beside the campaign file
+JOURNAL = "journal.jsonl"  # the campaign's one source of truth
+STATUS_LOG = "status.jsonl"  # the default status log, one compact JSON line per tick
+# Where headless records the status log it writes (one absolute path), so that
+# `status --line` finds a custom `--status-log` without being told.
+STATUS_LOG_POINTER = "status-log.path"
