@@ -68,7 +68,25 @@ def _num(value: float) -> Decimal:
 
 
 def _fmt(value: float | Decimal) -> str:
+    """A figure of the plan (a threshold, a margin): as written."""
     return f"{float(value):.6g}"
+
+
+def _shown(value: float | Decimal, *against: float | Decimal) -> str:
+    """A measured figure for people: three significant digits, more only where fewer
+    would show it equal to a figure it is compared with (0.69996 against 0.7 is
+    0.69996, never 0.7)."""
+    v = float(value)
+    others = [float(o) for o in against if float(o) != v]
+    for digits in range(3, 16):
+        text = f"{v:.{digits}g}"
+        if all(f"{o:.{digits}g}" != text for o in others):
+            return text
+    return repr(v)
+
+
+def _signed(delta: float | Decimal, *against: float | Decimal) -> str:
+    return ("+" if delta >= 0 else "") + _shown(delta, *against)
 
 
 def _not_accepted_why(state: CampaignState, run_id: str) -> str:
@@ -128,7 +146,7 @@ class _Judged:
 
 def _judge(state: CampaignState, run_id: str, metric: str,
            value: float | None) -> _Judged:
-    shown = f"{metric} {_fmt(value)}" if value is not None else f"no {metric}"
+    shown = f"{metric} {_shown(value)}" if value is not None else f"no {metric}"
     finite = value is not None and math.isfinite(value)
     dropped = _dropped(state, run_id)
     if dropped is not None:
@@ -211,10 +229,10 @@ def conclude(campaign: Campaign, state: CampaignState,
                           comparisons=tuple(comparisons), reasons=tuple(not_counted))
 
     if winners:
-        parts = [f"{c.run} ({metric} {_fmt(c.value or 0)}, {'+' if (c.delta or 0) >= 0 else ''}"
-                 f"{_fmt(c.delta or 0)})" for c in counted if c.beats]
+        parts = [f"{c.run} ({metric} {_shown(c.value or 0, base_value)}, "
+                 f"{_signed(c.delta or 0, spec.margin)})" for c in counted if c.beats]
         text = (f"{', '.join(parts)} beat{'s' if len(winners) == 1 else ''} the baseline {base} "
-                f"({metric} {_fmt(base_value)}) by at least {margin_text} ({direction} is "
+                f"({metric} {_shown(base_value)}) by at least {margin_text} ({direction} is "
                 f"better)")
         losers = [c.run for c in counted if not c.beats]
         if losers:
@@ -228,7 +246,7 @@ def conclude(campaign: Campaign, state: CampaignState,
         return answer(f"the question cannot be closed: no variant is a result judged on "
                       f"{metric} to compare with the baseline {base}{tail}", False)
     text = (f"no variant beats the baseline {base} by {margin_text} on {metric} "
-            f"({direction} is better; baseline {_fmt(base_value)}): a negative result "
+            f"({direction} is better; baseline {_shown(base_value)}): a negative result "
             "that closes the question (D2)")
     return answer(text + tail, True)
 
@@ -254,8 +272,8 @@ def _compare_with_baseline(campaign: Campaign, spec: ConclusionSpec, state: Camp
         if spec.better == "lower":
             delta = -delta
         beats = delta > 0 and delta >= margin
-        compared = (f"{metric} {_fmt(judged.value)} vs {_fmt(base_value)}: "
-                    f"{'+' if delta >= 0 else ''}{_fmt(delta)} ({direction} is better)")
+        compared = (f"{metric} {_shown(judged.value, base_value)} vs {_shown(base_value)}: "
+                    f"{_signed(delta, margin)} ({direction} is better)")
         if judged.state == "rejected":
             if beats:  # its acceptance floor is stricter than the question: no verdict
                 missing.append(_Judged(run_id, "missing", judged.value,
@@ -289,13 +307,14 @@ def _reach_threshold(campaign: Campaign, spec: ConclusionSpec, state: CampaignSt
         if judged.state == "rejected" and reaches:
             # Its acceptance floor is stricter than the question: no verdict either way.
             judged = _Judged(run_id, "missing", value,
-                             f"{judged.why}, yet {metric} {_fmt(value or 0)} reaches {goal}")
+                             f"{judged.why}, yet {metric} {_shown(value or 0, threshold)} "
+                             f"reaches {goal}")
         if judged.state in ("missing", "dropped"):
             (missing if judged.state == "missing" else dropped).append(judged)
             comparisons.append(Comparison(run_id, value, None, False, False, judged.why))
             continue
         why = judged.why if judged.state == "accepted" \
-            else f"{judged.why}, {metric} {_fmt(value or 0)}"
+            else f"{judged.why}, {metric} {_shown(value or 0, threshold)}"
         comparisons.append(Comparison(run_id, value, None,
                                       reaches and judged.state == "accepted", True, why))
     winners = tuple(c.run for c in comparisons if c.beats)

@@ -6,6 +6,8 @@ import json
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cockpit.campaign import load_campaign
 from cockpit.close.acceptance import auto_accept, evaluate_acceptance
@@ -51,6 +53,28 @@ def test_conclusion_flips_when_one_metric_changes(judged):
     assert alone.closed and alone.winners == ()
     assert alone.text.startswith("no variant beats the baseline control by 0.02 on "
                                  "val/accuracy") and "negative result" in alone.text
+
+
+def test_measured_figures_are_rounded_for_people_but_never_look_equal(judged):
+    campaign, state = judged
+    win = conclude(campaign, state, {"control": 0.4134431, "variant-a": 0.8000121})
+    assert "variant-a (val/accuracy 0.8, +0.387)" in win.text  # not +0.386569
+    assert "control (val/accuracy 0.413)" in win.text
+    # 0.0200001 beats the margin 0.02 by a hair: the hair is shown, never "+0.02 vs 0.02".
+    hair = conclude(campaign, state, {"control": 0.8, "variant-a": 0.8200001})
+    delta = hair.text.split("val/accuracy 0.82", 1)[1].split(")", 1)[0]
+    assert delta.startswith(", +0.0200") and delta != ", +0.02"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-1e6, 1e6, allow_nan=False), st.floats(-1e6, 1e6, allow_nan=False))
+def test_a_rounded_figure_differs_from_the_one_it_is_compared_with(value, other):
+    from cockpit.close.conclusion import _shown
+    text = _shown(value, other)
+    assert len(text) <= len(repr(value)) + 4
+    if value != other:
+        assert text != _shown(other)  # never shown equal to a figure it differs from
+        assert float(text) != other or float(text) == value
 
 
 def test_lower_is_better(judged):
