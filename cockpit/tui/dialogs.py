@@ -59,9 +59,11 @@ class PickScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="pick-cancel")]
 
-    def __init__(self, title: str, items: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, title: str, items: Sequence[tuple[str, str]],
+                 selected: str | None = None) -> None:
         super().__init__(classes="dialog")
         self._title, self._items = title, list(items)
+        self._selected = selected  # highlighted first (the run under the cursor)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog-box"):
@@ -72,7 +74,8 @@ class PickScreen(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
-        options.highlighted = 0
+        keys = [key for key, _ in self._items]
+        options.highlighted = keys.index(self._selected) if self._selected in keys else 0
         options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

@@ -54,7 +54,7 @@ class FlowScreen(SnapshotScreen):
     def cockpit(self) -> Cockpit:
         return cast(Cockpit, self.app)
 
-    def selected_run(self, candidates: list[str]) -> str | None:
+    def selected_run(self, candidates: list[str], focused: bool = True) -> str | None:
         """The run the person points at (the main screen's runs table): none here."""
         return None
 
@@ -69,14 +69,18 @@ class FlowScreen(SnapshotScreen):
         yes: bool = await self.app.push_screen_wait(ConfirmScreen(title, body))
         return yes
 
-    async def pick(self, title: str, items: list[tuple[str, str]]) -> str | None:
-        return await self.app.push_screen_wait(PickScreen(title, items)) or None
+    async def pick(self, title: str, items: list[tuple[str, str]],
+                   selected: str | None = None) -> str | None:
+        return await self.app.push_screen_wait(PickScreen(title, items, selected)) or None
 
     async def one_run(self, title: str, candidates: list[str]) -> str | None:
+        """The run to act on: the one under the runs table's cursor when the table has
+        the focus, the only candidate, else a list with the cursor's run highlighted."""
         chosen = self.selected_run(candidates)
         if chosen is not None or len(candidates) == 1:
             return chosen or candidates[0]
-        return await self.pick(title, [(r, r) for r in candidates])
+        return await self.pick(title, [(r, r) for r in candidates],
+                               self.selected_run(candidates, focused=False))
 
     async def checks(self, run_id: str) -> str:
         """The run's acceptance checks, evaluated off the loop (a reload takes time)."""
@@ -100,8 +104,7 @@ class FlowScreen(SnapshotScreen):
 
     @work(group="flow")
     async def stop_flow(self, runs: list[str]) -> None:
-        run_id = runs[0] if len(runs) == 1 else await self.pick(
-            "Stop which run?", [(r, r) for r in runs])
+        run_id = await self.one_run("Stop which run?", runs)
         if run_id is None:
             return
         values = await self.app.push_screen_wait(FormScreen(
@@ -119,8 +122,7 @@ class FlowScreen(SnapshotScreen):
 
     @work(group="flow")
     async def verify_flow(self, runs: list[str]) -> None:
-        run_id = runs[0] if len(runs) == 1 else await self.pick(
-            "Verify which run's checkpoint?", [(r, r) for r in runs])
+        run_id = await self.one_run("Verify which run's checkpoint?", runs)
         if run_id is not None and await self.confirm(
                 f"Verify the latest checkpoint of {run_id}?",
                 f"reloads it in a new process and journals the result (D17).\n\n"

@@ -2,8 +2,8 @@
 
 It follows the app's latest Snapshot (:class:`~cockpit.tui.screens.SnapshotScreen`):
 every Snapshot feeds the GPU history and the last fired rule; the panels are drawn in
-place inside ``batch_update`` only while this screen is on top (a dialog above it
-pauses the drawing, not the collecting), and again when it is on top once more. A
+place inside ``batch_update`` while a person sees this screen (on top, or under a
+dialog: the dashboard never freezes behind one), and again when it shows once more. A
 panel whose size changed posts :class:`PanelResized`; one redraw follows, however many
 asked. The keys start the flows of :class:`~cockpit.tui.flows.FlowScreen`.
 """
@@ -190,10 +190,11 @@ class CockpitScreen(FlowScreen):
             return bool(candidates[action](snap)) or None
         return True
 
-    def selected_run(self, candidates: list[str]) -> str | None:
-        """The run under the runs table's cursor when it has the focus and is a candidate."""
+    def selected_run(self, candidates: list[str], focused: bool = True) -> str | None:
+        """The run under the runs table's cursor when it is a candidate (and, unless
+        ``focused`` is False, when the table has the focus)."""
         table = self.runs_table
-        if self.focused is table and table.row_count:
+        if (self.focused is table or not focused) and table.row_count:
             try:
                 key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
             except Exception:  # noqa: BLE001 - no row under the cursor

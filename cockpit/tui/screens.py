@@ -22,7 +22,7 @@ from rich.text import Text
 from textual.app import ComposeResult, ScreenStackError
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, RichLog
 from textual_plotext import PlotextPlot
 
@@ -69,9 +69,9 @@ def series(run: RunView, metric: str, log: bool) -> tuple[list[float], list[floa
 
 class SnapshotScreen(Screen[None]):
     """A screen that shows the app's latest Snapshot: it follows the app's ``snapshot``
-    and draws it while it is on top, and again when it is on top once more. Under a
-    dialog it draws nothing (``is_current`` is true there too: the dialog shows it
-    dimmed), so a modal open for minutes costs no bytes on the wire."""
+    and draws it while a person sees it: when it is on top, and under dialogs (modal
+    screens drawn over it), so the dashboard never freezes behind a dialog (issue 25).
+    Under a full screen (the chart, a log) it draws nothing, and again when it shows."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -98,11 +98,15 @@ class SnapshotScreen(Screen[None]):
 
     @property
     def on_top(self) -> bool:
-        """The person looks at this screen: no dialog or other screen above it."""
+        """The person sees this screen: it is the top one, or only dialogs (modal
+        screens, drawn over it) are above it."""
         try:
-            return self.app.screen is self
+            stack = self.app.screen_stack
         except ScreenStackError:  # shutting down
             return False
+        if self not in stack:
+            return False
+        return all(isinstance(s, ModalScreen) for s in stack[stack.index(self) + 1:])
 
     def snapshot_taken(self, snap: Snapshot) -> None:
         """Every Snapshot, shown or not (collect what must not miss one)."""

@@ -1,0 +1,129 @@
+"""The screen a person watches (issue 25): pilot tests of what the dashboard does while
+a person works in it (the status line it writes for tmux, …)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("textual")
+
+from textual.screen import ModalScreen  # noqa: E402
+from textual.widgets import OptionList  # noqa: E402
+
+from cockpit.campaign import load_campaign  # noqa: E402
+from cockpit.engine import CampaignFiles, Engine  # noqa: E402
+from cockpit.headless.status_line import line_from_status_log  # noqa: E402
+from cockpit.tui.app import CockpitApp  # noqa: E402
+from cockpit.tui.dialogs import FormScreen, PickScreen  # noqa: E402
+from tests.helpers.campaigns import FINITE, step_command, write_campaign  # noqa: E402
+from tests.tui.test_tui_pilot import (  # noqa: E402
+    SIZE,
+    journal,
+    kinds,
+    make_app,
+    run_async,
+    running,
+    until,
+)
+
+
+@run_async
+async def test_the_tui_writes_the_status_line_tmux_reads(tmp_path: Path) -> None:
+    path = write_campaign(tmp_path, [
+        {"id": "prep", "hours": 1, "resource": "human"},
+        {"id": "pilot", "hours": 1, "resource": "human", "after": ["prep"],
+         "decision_point": True}])
+    campaign = load_campaign(path)
+    log = CampaignFiles.of(campaign).status_log
+    app = CockpitApp(Engine(campaign, actor="tui"), interval=0.1, status_log=log)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: log.exists() and log.read_text().count("\n") >= 3)
+        line = line_from_status_log(path)
+        assert line is not None and "NOT WATCHED" not in line and "rules" in line
+        last = json.loads(log.read_text().splitlines()[-1])
+        assert set(last["stages"]) == {"prep", "pilot"}
+
+
+def two_long_runs(folder: Path) -> Path:
+    return write_campaign(folder, [
+        {"id": "train", "hours": 1, "resource": "cpu", "run": "r1",
+         "command": step_command(steps=4000, sleep=0.05)},
+        {"id": "other", "hours": 1, "resource": "cpu", "run": "r2",
+         "command": step_command(steps=4000, sleep=0.05)},
+        {"id": "diverge", "hours": 1, "resource": "cpu", "run": "rd",
+         "category": "exploratory", "command": step_command(steps=400, sleep=0.02, nan_at=3)},
+    ], rules=[FINITE])
+
+
+@pytest.fixture
+def long_runs(tmp_path: Path) -> Iterator[Path]:
+    path = two_long_runs(tmp_path)
+    yield path
+    for ev in journal(path):  # never leave a child behind
+        if ev["kind"] == "stage_started" and ev.get("pgid"):
+            try:
+                os.killpg(ev["pgid"], signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+@run_async
+async def test_a_rule_that_fires_while_a_dialog_is_open_shows_on_the_dashboard(
+        long_runs: Path) -> None:
+    app, engine = make_app(long_runs)
+    engine.start("train")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: running(app, "r1"))
+        await pilot.press("n")  # a note: the person picks a stage, types for a while
+        await until(pilot, lambda: isinstance(app.screen, ModalScreen))
+        dialog = app.screen
+        drawn_before = app.main.window_panel._last
+        app.act("start", app.engine.start, "diverge", force=True)  # beside train (D6)
+        # The rule fires behind the dialog: the dashboard draws it, the dialog stays.
+        await until(pilot, lambda: "FIRED" in (app.main.rules_panel._last or "").upper())
+        assert app.screen is dialog
+        assert any("stop rule fired" in n.title for n in app._notifications)
+        assert app.main.host_line._last is not None and drawn_before is not None
+        await pilot.press("escape")
+    assert "note" not in kinds(long_runs)  # the note was cancelled: nothing written
+
+
+@run_async
+async def test_a_key_pressed_twice_opens_one_dialog(long_runs: Path) -> None:
+    app, engine = make_app(long_runs)
+    engine.start("train")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: running(app, "r1") and app.main.check_action("stop_run", ()))
+        await pilot.press("x", "x")
+        await until(pilot, lambda: isinstance(app.screen, FormScreen))
+        await pilot.pause(0.3)
+        assert sum(isinstance(s, FormScreen) for s in app.screen_stack) == 1
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.main)
+
+
+@run_async
+async def test_the_run_list_highlights_the_run_under_the_cursor(long_runs: Path) -> None:
+    app, engine = make_app(long_runs)
+    engine.start("train")
+    engine.start("other", force=True)  # beside train on the CPU (D6)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: running(app, "r1") and running(app, "r2"))
+        table = app.main.runs_table
+        await until(pilot, lambda: table.row_count >= 2)
+        row = next(i for i in range(table.row_count)
+                   if table.coordinate_to_cell_key((i, 0)).row_key.value == "r2")
+        table.move_cursor(row=row)
+        app.main.stages_table.focus()  # the cursor stays on r2; the table has no focus
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, PickScreen))
+        options = app.screen.query_one(OptionList)
+        assert options.highlighted is not None
+        assert options.get_option_at_index(options.highlighted).id == "r2"
+        await pilot.press("escape")
