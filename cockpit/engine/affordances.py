@@ -176,8 +176,10 @@ def run_stop_allowed(campaign: Campaign, state: CampaignState, run_id: str,
 
 def status_refusal(campaign: Campaign, state: CampaignState, stage: Stage,
                    status: str) -> str | None:
-    """Why a stage the engine would start is not offered: it is not ``ready``."""
-    if status == "ready":
+    """Why a stage the engine would start is not offered: it is not ``ready`` (a failed
+    or stopped stage is offered again: a restart, its attempts kept; one a rule stopped
+    still needs --force, :func:`start_refusal` says so)."""
+    if status in ("ready", FAILED, STOPPED):
         return None
     if status == "blocked":
         if state.revised:
@@ -187,7 +189,7 @@ def status_refusal(campaign: Campaign, state: CampaignState, stage: Stage,
         return (f"stage {stage.id!r} is blocked: the decision at {decider!r} is pending "
                 "(D4); `cockpit start` runs it anyway")
     return (f"stage {stage.id!r} is {status}: `cockpit start` runs it again"
-            if status in (DONE, FAILED, STOPPED) else f"stage {stage.id!r} is {status}")
+            if status == DONE else f"stage {stage.id!r} is {status}")
 
 
 def start_allowed(campaign: Campaign, state: CampaignState, stage: Stage,

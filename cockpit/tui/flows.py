@@ -97,8 +97,12 @@ class FlowScreen(SnapshotScreen):
         stage = self.cockpit.engine.campaign.stage(stage_id)
         command = stage.command if isinstance(stage.command, str) else " ".join(
             stage.command or ())
-        if await self.confirm(f"Start stage {stage_id}?",
-                              f"runs: {command}\non: {stage.resource_label} · "
+        view = self.snapshot.stage(stage_id) if self.snapshot is not None else None
+        again = view is not None and view.state in ("failed", "stopped")
+        verb, kept = ("Restart", f"it {view.state}; its earlier attempts, their output and "
+                      "verdicts stay in the journal\n") if again and view else ("Start", "")
+        if await self.confirm(f"{verb} stage {stage_id}?",
+                              f"{kept}runs: {command}\non: {stage.resource_label} · "
                               f"{stage.category}\n\ny starts it · {CANCEL}"):
             self.cockpit.act("start", self.cockpit.engine.start, stage_id)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from cockpit.campaign import load_campaign  # noqa: E402
 from cockpit.engine import CampaignFiles, Engine  # noqa: E402
 from cockpit.headless.status_line import line_from_status_log  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
-from cockpit.tui.dialogs import FormScreen, PickScreen  # noqa: E402
+from cockpit.tui.dialogs import ConfirmScreen, FormScreen, PickScreen  # noqa: E402
 from tests.helpers.campaigns import FINITE, step_command, write_campaign  # noqa: E402
 from tests.tui.test_tui_pilot import (  # noqa: E402
     SIZE,
@@ -127,3 +128,25 @@ async def test_the_run_list_highlights_the_run_under_the_cursor(long_runs: Path)
         assert options.highlighted is not None
         assert options.get_option_at_index(options.highlighted).id == "r2"
         await pilot.press("escape")
+
+
+@run_async
+async def test_s_on_a_failed_stage_restarts_it_and_keeps_the_attempt(tmp_path: Path) -> None:
+    path = write_campaign(tmp_path, [
+        {"id": "flaky", "hours": 1, "resource": "cpu", "run": "rf",
+         "command": [sys.executable, "-c", "raise SystemExit(3)"]}])
+    app, engine = make_app(path)
+    engine.start("flaky")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.snapshot is not None
+                    and app.snapshot.stage("flaky").state == "failed")
+        assert app.snapshot.stage("flaky").start.ok  # offered again: no greyed s
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, PickScreen))
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "Restart stage flaky?" in str(app.screen.query_one(".dialog-title").render())
+        await pilot.press("y")
+        await until(pilot, lambda: kinds(path).count("stage_started") == 2)
+    started = [e for e in journal(path) if e["kind"] == "stage_started"]
+    assert [e["stage"] for e in started] == ["flaky", "flaky"]
