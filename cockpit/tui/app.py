@@ -122,7 +122,7 @@ class CockpitApp(App[int]):
         return self.main
 
     def all_bindings(self) -> list[tuple[Binding, DOMNode]]:
-        """Every key of the cockpit with the node whose ``check_action`` rules it, in the
+        """Every key of the cockpit with the node whose ``key_available`` rules it, in the
         order the footer and the help show them."""
         out: list[tuple[Binding, DOMNode]] = []
         for node, bindings in ((self.main or self, CockpitScreen.BINDINGS),
@@ -285,10 +285,10 @@ class CockpitApp(App[int]):
         for binding, node in self.all_bindings():
             moved = self.keymap.get(binding.id or "")
             keys = (moved or binding.key_display or binding.key).replace(",", " / ")
-            now = node.check_action(binding.action, ())
+            available = getattr(node, "key_available", lambda action: True)
             lines.append(f"{keys:>8}  ", "bold")
             lines.append(f"{binding.description:<10} {binding.tooltip}")
-            if now is None:
+            if not available(binding.action):
                 lines.append("  (not now)", "dim")
             lines.append("\n")
         where = (f"keymap: {self.keymap_file}" + (" (applied)" if self.keymap else

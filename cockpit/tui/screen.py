@@ -17,16 +17,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Size
-from textual.widgets import Footer
 
 from cockpit.campaign.model import Campaign
 from cockpit.engine.snapshot import Snapshot
 from cockpit.tui import offers, panels
 from cockpit.tui.dialogs import InfoScreen
 from cockpit.tui.flows import FlowScreen
+from cockpit.tui.keybar import KeyBar, urgent_actions
 from cockpit.tui.screens import ChartScreen, TimelineScreen
 
-# The keys that write the journal (greyed in the footer when they do not apply now).
+# The keys that write the journal (greyed in the key bar when they do not apply now).
 JOURNAL_ACTIONS = ("start_stage", "stop_run", "verify", "decide", "accept", "reject", "mark",
                    "note", "cost", "export")
 
@@ -69,7 +69,7 @@ class CockpitScreen(FlowScreen):
         cost = campaign.package.cost
         self.committed = str(cost) if cost is not None else "price unknown (state it)"
         self.last_fired: tuple[str, str] | None = None
-        self._available: tuple[bool, ...] = ()
+        self._available: tuple[object, ...] = ()
         self._redraw_pending = False
         self._size_drawn: Size | None = None
 
@@ -93,7 +93,7 @@ class CockpitScreen(FlowScreen):
             with Horizontal(id="bottom"):  # side by side: the stages table gets the rows
                 yield panels.Timeline(id="timeline")
                 yield panels.EventLog(id="events")
-        yield Footer(compact=True)
+        yield KeyBar(id="keybar")
 
     def on_mount(self) -> None:
         for wid, title in BORDER_TITLES:
@@ -117,7 +117,8 @@ class CockpitScreen(FlowScreen):
             if ev.kind == "rule_fired":
                 self.last_fired = (str(ev.fields.get("rule")), str(ev.fields.get("run")))
         self.gpu_panel.record(snap)
-        available = tuple(self.check_action(a, ()) is True for a in JOURNAL_ACTIONS)
+        available = (*(self.key_available(a) for a in JOURNAL_ACTIONS),
+                     frozenset(urgent_actions(snap)))
         if available != self._available:
             self._available = available
             self.refresh_bindings()
@@ -172,13 +173,13 @@ class CockpitScreen(FlowScreen):
             self.update_snapshot(self.snapshot)
 
     # ------------------------------------------------------------------ keys
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """True: the key applies now; None: greyed (nothing to act on yet)."""
+    def key_available(self, action: str) -> bool:
+        """The key applies now (else the key bar greys it; pressing it says why)."""
         if action not in (*JOURNAL_ACTIONS, "options", "timeline"):
             return True
         snap = self.snapshot
         if snap is None:
-            return None
+            return False
         candidates: dict[str, Any] = {
             "start_stage": offers.startable, "stop_run": offers.stoppable,
             "verify": offers.verifiable, "accept": offers.acceptable,
@@ -187,7 +188,7 @@ class CockpitScreen(FlowScreen):
             "options": lambda s: s.window.options,
         }
         if action in candidates:
-            return bool(candidates[action](snap)) or None
+            return bool(candidates[action](snap))
         return True
 
     def selected_run(self, candidates: list[str], focused: bool = True) -> str | None:

@@ -22,7 +22,9 @@ from cockpit.engine import CampaignFiles, Engine  # noqa: E402
 from cockpit.headless.status_line import line_from_status_log  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
 from cockpit.tui.dialogs import ConfirmScreen, FormScreen, PickScreen  # noqa: E402
+from cockpit.tui.keybar import BarKey, KeyBar, key_bar_text, urgent_actions  # noqa: E402
 from tests.helpers.campaigns import FINITE, step_command, write_campaign  # noqa: E402
+from tests.helpers.process import run_cockpit  # noqa: E402
 from tests.tui.test_tui_pilot import (  # noqa: E402
     SIZE,
     journal,
@@ -100,7 +102,7 @@ async def test_a_key_pressed_twice_opens_one_dialog(long_runs: Path) -> None:
     app, engine = make_app(long_runs)
     engine.start("train")
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: running(app, "r1") and app.main.check_action("stop_run", ()))
+        await until(pilot, lambda: running(app, "r1") and app.main.key_available("stop_run"))
         await pilot.press("x", "x")
         await until(pilot, lambda: isinstance(app.screen, FormScreen))
         await pilot.pause(0.3)
@@ -150,3 +152,47 @@ async def test_s_on_a_failed_stage_restarts_it_and_keeps_the_attempt(tmp_path: P
         await until(pilot, lambda: kinds(path).count("stage_started") == 2)
     started = [e for e in journal(path) if e["kind"] == "stage_started"]
     assert [e["stage"] for e in started] == ["flaky", "flaky"]
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+@run_async
+async def test_the_key_bar_always_shows_help_and_quit_and_the_urgent_key_first(
+        tmp_path: Path, width: int) -> None:
+    path = write_campaign(tmp_path, [
+        {"id": "pilot", "hours": 1, "resource": "human", "decision_point": True},
+        {"id": "later", "hours": 1, "resource": "human", "after": ["pilot"]}])
+    assert run_cockpit("mark", str(path), "pilot", "done").returncode == 0
+    app, _engine = make_app(path)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await until(pilot, lambda: app.snapshot is not None and app.snapshot.pending_decisions)
+        bar = app.main.query_one(KeyBar)
+        await until(pilot, lambda: "decide" in urgent_actions(app.snapshot))
+        await pilot.pause(0.2)
+        line = str(bar.render())
+        assert len(line) <= width
+        assert "? Help" in line and "q Quit" in line, line
+        assert line.lstrip().startswith("d Decide"), line  # the pending decision's key first
+        # A greyed key still answers: x with nothing running says why.
+        assert not app.main.key_available("stop_run")
+        await pilot.press("x")
+        await until(pilot, lambda: any("no run is running" in str(n.message)
+                                       for n in app._notifications))
+
+
+def test_the_key_bar_folds_what_does_not_fit_and_counts_it() -> None:
+    keys = [BarKey(k, label, action, enabled) for k, label, action, enabled in [
+        ("s", "Start", "start_stage", False), ("x", "Stop", "stop_run", True),
+        ("n", "Note", "note", True), ("c", "Cost", "cost", True),
+        ("e", "Export", "export", False), ("?", "Help", "help", True),
+        ("q", "Quit", "quit_cockpit", True)]]
+    for width in (20, 30, 44, 200):
+        text, spans = key_bar_text(keys, width)
+        plain = text.plain
+        assert plain.rstrip().endswith("q Quit") and "? Help" in plain
+        assert text.cell_len <= max(width, len(" ? Help  q Quit "))
+        shown = [a for _s, _e, a in spans if a not in ("help", "quit_cockpit")]
+        folded = len(keys) - 2 - len(shown)
+        assert (f"+{folded} ?" in plain) == (folded > 0 and width >= 30)
+        # What applies now comes before what is greyed.
+        order = [a for a in ("stop_run", "note", "cost", "start_stage", "export") if a in shown]
+        assert shown == order

@@ -95,7 +95,7 @@ def test_reject_records_a_verdict_after_showing_the_checks(tmp_path: Path) -> No
         app = ended_campaign(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.snapshot is not None
-                        and app.main.check_action("reject", ()) is True)
+                        and app.main.key_available("reject") is True)
             await pilot.press("r")
             await until(pilot, lambda: isinstance(app.screen, FormScreen))
             assert "Reject control" in str(app.screen.query_one(".dialog-title").render())
@@ -177,7 +177,7 @@ def verdicts(app: CockpitApp, run: str, actor: str = "tui") -> list[dict[str, An
 
 async def accept_with(pilot: Any, app: CockpitApp, run: str, note: str) -> str:
     """a → (pick the run) → the checks and a note → y; returns the form's checks text."""
-    await until(pilot, lambda: app.snapshot is not None and app.main.check_action("accept", ()))
+    await until(pilot, lambda: app.snapshot is not None and app.main.key_available("accept"))
     await pilot.press("a")
     await until(pilot, lambda: isinstance(app.screen, (PickScreen, FormScreen)))
     if isinstance(app.screen, PickScreen):

@@ -112,7 +112,7 @@ async def test_stop_with_reason_writes_stop_requested(campaign: Path) -> None:
     app, engine = make_app(campaign)
     engine.start("train")
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: running(app, "r1") and app.main.check_action("stop_run", ()))
+        await until(pilot, lambda: running(app, "r1") and app.main.key_available("stop_run"))
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, FormScreen))
         await type_text(pilot, "loss plateaued")
@@ -134,7 +134,7 @@ async def test_stop_cancelled_writes_nothing(campaign: Path, cancel_at: str) -> 
     engine.start("train")
     before = journal(campaign)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: running(app, "r1") and app.main.check_action("stop_run", ()))
+        await until(pilot, lambda: running(app, "r1") and app.main.key_available("stop_run"))
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, FormScreen))
         await type_text(pilot, "nope")
@@ -159,7 +159,7 @@ async def test_stop_needs_a_reason(campaign: Path) -> None:
     app, engine = make_app(campaign)
     engine.start("train")
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: running(app, "r1") and app.main.check_action("stop_run", ()))
+        await until(pilot, lambda: running(app, "r1") and app.main.key_available("stop_run"))
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, FormScreen))
         await pilot.press("enter")  # empty reason: stays in the form with an error
@@ -174,7 +174,7 @@ async def test_stop_needs_a_reason(campaign: Path) -> None:
 async def test_start_a_ready_stage(campaign: Path) -> None:
     app, _ = make_app(campaign)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.check_action("start_stage", ()))
+        await until(pilot, lambda: app.main.key_available("start_stage"))
         await pilot.press("s")
         await until(pilot, lambda: isinstance(app.screen, PickScreen))
         items = [o.id for o in app.screen.query_one("#pick-list").options]
@@ -192,7 +192,7 @@ async def test_start_a_ready_stage(campaign: Path) -> None:
 async def test_mark_a_manual_stage_done(campaign: Path) -> None:
     app, _ = make_app(campaign)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.check_action("mark", ()))
+        await until(pilot, lambda: app.main.key_available("mark"))
         await pilot.press("m")
         await until(pilot, lambda: isinstance(app.screen, PickScreen))
         await pilot.press("enter")  # prep (the only needs-person stage)
@@ -214,7 +214,7 @@ async def test_decide_limit_drops_the_picked_stage(campaign: Path) -> None:
     engine.mark("pilot", "done")
     app, _ = make_app(campaign)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.check_action("decide", ()))
+        await until(pilot, lambda: app.main.key_available("decide"))
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, DecideScreen))
         # What the decision rests on is shown first: measured vs planned, the forecast.
@@ -314,7 +314,7 @@ async def test_verify_and_export_say_when_not_available(campaign: Path) -> None:
     shown: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
         app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore[method-assign]
-        await until(pilot, lambda: running(app, "r1") and app.main.check_action("verify", ()))
+        await until(pilot, lambda: running(app, "r1") and app.main.key_available("verify"))
         await pilot.press("e")
         if not hasattr(engine, "verify"):
             await pilot.press("v")
@@ -386,9 +386,9 @@ async def test_keys_that_do_not_apply_are_greyed(campaign: Path) -> None:
     app, _ = make_app(campaign)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.snapshot is not None)
-        assert app.main.check_action("stop_run", ()) is None  # nothing runs
-        assert app.main.check_action("decide", ()) is None  # nothing pending
-        assert app.main.check_action("start_stage", ()) is True
+        assert app.main.key_available("stop_run") is False  # nothing runs
+        assert app.main.key_available("decide") is False  # nothing pending
+        assert app.main.key_available("start_stage") is True
         await pilot.press("x")  # a greyed key does nothing
         await pilot.pause(0.1)
         assert len(app.screen_stack) == 1

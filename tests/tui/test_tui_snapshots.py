@@ -89,7 +89,7 @@ def test_main_screen(snap_compare: Any, tmp_path: Path, theme: str,
     for words in ("window 12-02 08:00", "! tight", "SIMULATED",
                   "H100" if size[1] >= 32 else "2 GPUs", "data-check",
                   "✓ done", "? needs-person", "budget" if size[0] >= 100 else "stages",
-                  "Start"):
+                  "? Help", "q Quit"):  # the key bar: help and quit at any width
         assert words in text, f"{words!r} missing at {size} in {theme}"
     # Under 50 rows the timeline and the events go behind T (the tables get the rows).
     assert ("machine plan" in text) == (size[1] >= 50)

@@ -12,9 +12,10 @@ import pytest
 
 pytest.importorskip("textual")
 
-from cockpit.tui.app import CockpitApp  # noqa: E402
+from cockpit.tui.app import CockpitApp
 from cockpit.tui.dialogs import FormScreen  # noqa: E402
 from cockpit.tui.panels.base import LEVEL_CLASSES  # noqa: E402
+from cockpit.tui.screens import ChartScreen  # noqa: E402
 from cockpit.tui.themes import discover  # noqa: E402
 from tests.helpers.tui_campaign import running_campaign  # noqa: E402
 from tests.tui.test_tui_pilot import until  # noqa: E402
@@ -73,7 +74,8 @@ def test_a_key_pressed_twice_opens_one_dialog(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
-def test_the_main_screen_draws_nothing_under_a_dialog(tmp_path: Path) -> None:
+def test_the_main_screen_draws_behind_a_dialog_and_not_under_a_full_screen(
+        tmp_path: Path) -> None:
     drawn: list[Any] = []
 
     async def go() -> None:
@@ -87,11 +89,20 @@ def test_the_main_screen_draws_nothing_under_a_dialog(tmp_path: Path) -> None:
             await pilot.press("c")
             await until(pilot, lambda: isinstance(app.screen, FormScreen))
             await pilot.pause(0.2)
-            drawn.clear()  # (a redraw asked for before the dialog opened may land)
-            app.kick()  # a tick while the dialog is up: collected, not drawn
-            await until(pilot, lambda: app.ticks >= 2)
+            drawn.clear()
+            app.kick()  # a tick while the dialog is up: drawn behind it (issue 25)
+            await until(pilot, lambda: app.ticks >= 2 and drawn and drawn[-1] is app.snapshot)
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is main)
+            await pilot.press("g")  # the chart covers the whole screen
+            await until(pilot, lambda: isinstance(app.screen, ChartScreen))
+            await pilot.pause(0.2)
+            drawn.clear()
+            ticks = app.ticks
+            app.kick()  # collected, not drawn: nobody sees the main screen
+            await until(pilot, lambda: app.ticks > ticks)
             await pilot.pause(0.2)
             assert drawn == [] and main.snapshot is app.snapshot
-            await pilot.press("escape")  # on top again: the latest is drawn
+            await pilot.press("escape")  # shown again: the latest is drawn
             await until(pilot, lambda: drawn and drawn[-1] is app.snapshot)
     asyncio.run(go())
