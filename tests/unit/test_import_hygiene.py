@@ -58,7 +58,8 @@ import cockpit.campaign
 outside = sorted(m for m in sys.modules
                  if m.startswith("cockpit.") and not m.startswith("cockpit.campaign")
                  and m not in ("cockpit.common", "cockpit.common.units",
-                               "cockpit.common.errors"))
+                               "cockpit.common.errors", "cockpit.common.durations",
+                               "cockpit.common.layout"))
 print("OUTSIDE", outside)
 """
 
