@@ -282,7 +282,8 @@ class CockpitScreen(FlowScreen):
         self.begin(lambda: self.log_flow(stages))
 
     def action_chart(self) -> None:
-        self.app.push_screen(ChartScreen(self.campaign))
+        runs = [r.id for r in self.snapshot.runs] if self.snapshot else []
+        self.app.push_screen(ChartScreen(self.campaign, self.selected_run(runs, focused=False)))
 
     def action_timeline(self) -> None:
         self.app.push_screen(TimelineScreen(self.snapshot.schedule if self.snapshot else ()))

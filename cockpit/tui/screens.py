@@ -28,43 +28,22 @@ from textual_plotext import PlotextPlot
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.printable import printable
-from cockpit.engine.snapshot import RunView, Slot, Snapshot
+from cockpit.engine.snapshot import Slot, Snapshot
+from cockpit.tui.chart_data import (
+    Series,
+    YRange,
+    chart_metrics,
+    clipped,
+    run_series,
+    short_number,
+    ticks,
+    y_range,
+)
 from cockpit.tui.decision import thresholds
 from cockpit.tui.panels.timeline import Timeline
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
 MARKERS = ("hd", "dot", "+", "x", "o", "*", "fhd", "sd")
-MAX_POINTS = 2000  # per run and per redraw: plotext is linear in points
-
-
-def chart_metrics(snap: Snapshot) -> list[str]:
-    """The metrics the runs report: each run's key metric and watched ones first."""
-    names: list[str] = []
-    for r in snap.runs:
-        for name in (r.key_metric, *r.watched):
-            if name and name not in names and any(name in p.values for p in r.points[-50:]):
-                names.append(name)
-    for r in snap.runs:
-        for p in r.points[-50:]:
-            for name in p.values:
-                if name not in names and name != "max_steps":
-                    names.append(name)
-    return names
-
-
-def series(run: RunView, metric: str, log: bool) -> tuple[list[float], list[float]]:
-    xs: list[float] = []
-    ys: list[float] = []
-    for i, p in enumerate(run.points):
-        v = p.values.get(metric)
-        if v is None or not math.isfinite(v) or (log and v <= 0):
-            continue
-        xs.append(float(p.step if p.step is not None else i))
-        ys.append(v)
-    if len(xs) > MAX_POINTS:
-        every = math.ceil(len(xs) / MAX_POINTS)
-        xs, ys = xs[::every] + xs[-1:], ys[::every] + ys[-1:]
-    return xs, ys
 
 
 class SnapshotScreen(Screen[None]):
@@ -117,7 +96,11 @@ class SnapshotScreen(Screen[None]):
 
 class ChartScreen(SnapshotScreen):
     """One metric over steps, every run in its own colour and marker, with the bounds
-    of the stop rules and acceptance checks on that metric as horizontal lines."""
+    of the stop rules and acceptance checks on that metric as horizontal lines. It opens
+    on the loss of the runs that train; a diverging run is clipped to the plot's edge
+    and named, non-finite values are counted in the legend, a range of more than three
+    decades switches to log scale (``s`` chooses), the run under the runs table's cursor
+    is drawn last and marked ◀ (:mod:`cockpit.tui.chart_data`)."""
 
     BINDINGS = [
         Binding("escape,g,q", "close", "Back", id="chart-close"),
@@ -126,13 +109,15 @@ class ChartScreen(SnapshotScreen):
         Binding("s", "toggle_scale", "Log/linear", id="chart-scale"),
     ]
 
-    def __init__(self, campaign: Campaign) -> None:
+    def __init__(self, campaign: Campaign, highlight: str | None = None) -> None:
         super().__init__()
         self.campaign = campaign
+        self.highlight = highlight  # the run under the runs table's cursor
         self.metric: str | None = None
-        self.log_scale = False
+        self.log_scale: bool | None = None  # None: chosen from the data (three decades)
         self.metrics: list[str] = []
         self.labels: list[str] = []  # what the last draw put in the legend (tests read it)
+        self.bounds: YRange | None = None  # the last draw's y-range (tests read it)
         self._drawn: Any = None
 
     def compose(self) -> ComposeResult:
@@ -141,56 +126,90 @@ class ChartScreen(SnapshotScreen):
         yield Label("m / M: metric · s: log / linear · Esc or g: back", classes="dialog-hint")
 
     def update_snapshot(self, snap: Snapshot) -> None:
-        """Redraw when the data changed (only while this screen shows)."""
+        """Redraw when the picture changed (only while this screen shows): the series
+        are thinned to the plot's width first, so a new point that changes nothing at
+        this width draws nothing."""
         self.snapshot = snap
         self.metrics = chart_metrics(snap)
         if self.metric not in self.metrics:
             self.metric = self.metrics[0] if self.metrics else None
-        key = (self.metric, self.log_scale, tuple(
-            (r.id, len(r.points), r.points[-1].step if r.points else None,
-             r.points[-1].t if r.points else None) for r in snap.runs))
-        if key == self._drawn:
+        width = max(20, self.query_one(PlotextPlot).size.width - 12)
+        picture = self._picture(snap, width)
+        if picture == self._drawn:
             return
-        self._drawn = key
-        self._draw(snap)
+        self._drawn = picture
+        self._draw(*picture)
 
-    def _draw(self, snap: Snapshot) -> None:
+    def _picture(self, snap: Snapshot, width: int) -> tuple[Any, ...]:
+        metric = self.metric
+        if metric is None:
+            return (None, None, (), None)
+        plotted = [r for r in snap.runs if any(metric in p.values for p in r.points)]
+        if self.highlight in {r.id for r in plotted}:  # drawn last: on top
+            plotted.sort(key=lambda r: r.id == self.highlight)
+        log = bool(self.log_scale)
+        bounds_at = [t.value for t in thresholds(self.campaign, metric, [r.id for r in plotted])]
+        data = {r.id: run_series(r, metric, width, log) for r in plotted}
+        bounds = y_range(data, self.log_scale, bounds_at)
+        if bounds is not None and bounds.log and not log:  # chosen here: positive values only
+            data = {r.id: run_series(r, metric, width, True) for r in plotted}
+            bounds = y_range(data, True, bounds_at)
+        states = tuple((r.id, r.state) for r in plotted)
+        return (metric, bounds, tuple(data.items()), states)
+
+    def _draw(self, metric: str | None, bounds: YRange | None,
+              data: tuple[tuple[str, Series], ...], states: tuple[tuple[str, str], ...] | None
+              ) -> None:
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
-        metric = self.metric
         title = self.query_one("#chart-title", Label)
-        self.labels = []
-        if metric is None:
+        self.labels, self.bounds = [], bounds
+        if metric is None or states is None:
             title.update("no run has reported a metric yet")
             plot.refresh()
             return
-        plotted = [r for r in snap.runs if any(metric in p.values for p in r.points)]
+        state = dict(states)
         lo_x, hi_x = math.inf, -math.inf
-        for i, run in enumerate(plotted):
-            xs, ys = series(run, metric, self.log_scale)
-            if not xs:
-                continue
-            label = f"{run.id} ({run.state})"
-            plt.plot(xs, ys, label=label, color=COLORS[i % len(COLORS)],
-                     marker=MARKERS[i % len(MARKERS)])
+        for i, (run_id, s) in enumerate(data):
+            label = f"{run_id} ({state[run_id]})"
+            if bounds is not None and run_id in bounds.clipped:
+                label += f" ▲ beyond {short_number(bounds.hi)}: clipped"
+            if s.non_finite:
+                label += (f" ✗ {s.non_finite} non-finite from step "
+                          f"{short_number(s.first_non_finite or 0)}")
+            if run_id == self.highlight:
+                label += " ◀"
             self.labels.append(label)
-            lo_x, hi_x = min(lo_x, xs[0]), max(hi_x, xs[-1])
+            if not s.xs or bounds is None:
+                continue
+            plt.plot(list(s.xs), clipped(s.ys, bounds), label=label,
+                     color=COLORS[i % len(COLORS)],
+                     marker="fhd" if run_id == self.highlight else MARKERS[i % len(MARKERS)])
+            lo_x, hi_x = min(lo_x, s.xs[0]), max(hi_x, s.xs[-1])
         if not math.isfinite(lo_x):
             lo_x, hi_x = 0.0, 1.0
-        for line in thresholds(self.campaign, metric, [r.id for r in plotted]):
-            if self.log_scale and line.value <= 0:
+        log = bounds is not None and bounds.log
+        for line in thresholds(self.campaign, metric, [run_id for run_id, _ in data]):
+            if (log and line.value <= 0) or (bounds is not None
+                                             and not bounds.lo <= line.value <= bounds.hi):
+                self.labels.append(f"{line.label} (off the plot)")
                 continue
             plt.plot([lo_x, hi_x], [line.value, line.value], label=line.label, color="red",
                      marker="-")
             self.labels.append(line.label)
-        plt.yscale("log" if self.log_scale else "linear")
+        plt.yscale("log" if log else "linear")
+        if bounds is not None and not log:  # plotext labels a log axis in powers of ten
+            plt.ylim(bounds.lo, bounds.hi)
+            plt.yticks(*ticks(bounds))
         plt.xlabel("step")
+        scale = "log" if log else "linear"
+        chosen = "" if self.log_scale is not None else " (auto)"
         title.update(Text.assemble((printable(metric, 100), "bold"),
-                                   f" over steps · {len(plotted)} run(s) · "
-                                   f"{'log' if self.log_scale else 'linear'} scale · metric "
-                                   f"{self.metrics.index(metric) + 1}/{len(self.metrics)}"))
+                                   f" over steps · {len(data)} run(s) · {scale} scale{chosen}"
+                                   f" · metric {self.metrics.index(metric) + 1}/"
+                                   f"{len(self.metrics)}"))
         plot.refresh()
 
     def _step_metric(self, by: int) -> None:
@@ -208,7 +227,8 @@ class ChartScreen(SnapshotScreen):
         self._step_metric(-1)
 
     def action_toggle_scale(self) -> None:
-        self.log_scale = not self.log_scale
+        shown = self.bounds.log if self.bounds is not None else bool(self.log_scale)
+        self.log_scale = not shown  # the person's choice from now on
         if self.snapshot is not None:
             self.update_snapshot(self.snapshot)
 

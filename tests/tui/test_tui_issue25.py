@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -16,15 +17,19 @@ pytest.importorskip("textual")
 
 from textual.screen import ModalScreen  # noqa: E402
 from textual.widgets import OptionList  # noqa: E402
+from textual_plotext import PlotextPlot  # noqa: E402
 
 from cockpit.campaign import load_campaign  # noqa: E402
 from cockpit.engine import CampaignFiles, Engine  # noqa: E402
 from cockpit.headless.status_line import line_from_status_log  # noqa: E402
+from cockpit.runs.supervisor import report_path  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
 from cockpit.tui.dialogs import ConfirmScreen, FormScreen, PickScreen  # noqa: E402
 from cockpit.tui.keybar import BarKey, KeyBar, key_bar_text, urgent_actions  # noqa: E402
+from cockpit.tui.screens import ChartScreen  # noqa: E402
 from tests.helpers.campaigns import FINITE, step_command, write_campaign  # noqa: E402
 from tests.helpers.process import run_cockpit  # noqa: E402
+from tests.helpers.tui_campaign import NOW, running_campaign  # noqa: E402
 from tests.tui.test_tui_pilot import (  # noqa: E402
     SIZE,
     journal,
@@ -196,3 +201,34 @@ def test_the_key_bar_folds_what_does_not_fit_and_counts_it() -> None:
         # What applies now comes before what is greyed.
         order = [a for a in ("stop_run", "note", "cost", "start_stage", "export") if a in shown]
         assert shown == order
+
+
+@run_async
+async def test_a_diverging_run_never_flattens_the_other_curves(tmp_path: Path) -> None:
+    engine = running_campaign(tmp_path)
+    report = report_path(engine.campaign, "wild-lr")
+    with open(report, "a") as handle:  # wild-lr diverges to 1e25 (finite, after its NaN)
+        for i in range(1, 43):
+            handle.write(json.dumps({"t": NOW.timestamp(), "step": 900 + i,
+                                     "loss": 0.5 * 10 ** (i * 0.6)}) + "\n")
+    app = CockpitApp(engine, interval=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.snapshot is not None)
+        app.kick()
+        await until(pilot, lambda: any(
+            p.values.get("loss", 0) > 1e20 for r in app.snapshot.runs if r.id == "wild-lr"
+            for p in r.points))
+        await pilot.press("g")
+        await until(pilot, lambda: isinstance(app.screen, ChartScreen))
+        screen = app.screen
+        await until(pilot, lambda: screen.bounds is not None)
+        assert screen.metric == "loss"  # the loss first, not a data check's metric
+        bounds = screen.bounds
+        assert bounds.clipped == ("wild-lr",) and bounds.hi < 10
+        assert any(label.startswith("wild-lr") and "clipped" in label for label in screen.labels)
+        sane = [p.values["loss"] for r in app.snapshot.runs if r.id in ("control", "variant-a")
+                for p in r.points if "loss" in p.values]
+        assert (max(sane) - min(sane)) / (bounds.hi - bounds.lo) > 0.5
+        drawn = screen.query_one(PlotextPlot).plt.build()
+        assert not re.search(r"\d{9,}", drawn)  # no 26102613256272895130206208.0 ticks
+        await pilot.press("escape")
