@@ -39,6 +39,7 @@ from tests.tui.test_tui_pilot import (  # noqa: E402
     running,
     until,
 )
+from tests.tui.test_tui_snapshots import ready  # noqa: E402
 
 
 @run_async
@@ -232,3 +233,24 @@ async def test_a_diverging_run_never_flattens_the_other_curves(tmp_path: Path) -
         drawn = screen.query_one(PlotextPlot).plt.build()
         assert not re.search(r"\d{9,}", drawn)  # no 26102613256272895130206208.0 ticks
         await pilot.press("escape")
+
+
+@run_async
+async def test_at_120x40_the_runs_table_shows_verdict_and_checkpoint(tmp_path: Path) -> None:
+    app = CockpitApp(running_campaign(tmp_path), interval=3600)
+    seen: dict[str, str] = {}
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(seen)(pilot)
+    rows = {line.split("│")[1].split()[0]: line for line in seen["text"].splitlines()
+            if line.startswith("│ ") and line.split("│")[1].split()[:1] in
+            (["control"], ["variant-a"], ["wild-lr"]) and "/" in line}
+    assert set(rows) == {"control", "variant-a", "wild-lr"}
+    header = next(line for line in seen["text"].splitlines() if "loss · curve" in line)
+    assert "verdict · stop" in header and "ckpt · reload" in header  # not cut off
+    assert "✗ finite-loss" in rows["wild-lr"] and "none yet" in rows["wild-lr"]
+    # The stages take the rows they need: no empty rows in their box, no stray glyph.
+    lines = seen["text"].splitlines()
+    top = next(i for i, line in enumerate(lines) if "─ stages " in line)
+    bottom = next(i for i in range(top, len(lines)) if lines[i].startswith("╰"))
+    assert all(line.strip("│ ") for line in lines[top + 1:bottom])
+    assert "▏" not in "".join(lines[top:bottom + 1])

@@ -15,12 +15,14 @@ from cockpit.tui.offers import run_needs_person, runs_in_order
 from cockpit.tui.panels.base import level
 from cockpit.tui.panels.table import LiveTable
 
-# Step, loss and throughput first: they are what a person looks for; the checkpoint
-# columns follow (the table scrolls sideways when they do not fit).
+# What a person looks for first: step, loss, the verdict and the checkpoint (its age and
+# whether it really reloads: issue 25 wants them visible at 120 columns); throughput,
+# the other metrics and the checkpoint's step and save cost follow (the table scrolls
+# sideways when they do not fit).
 RUN_COLUMNS = (("run", "run"), ("state", "state"), ("step", "step"), ("loss", "loss · curve"),
+               ("verdict", "verdict · stop"), ("ckpt", "ckpt · reload"),
                ("rate", "throughput · ETA"), ("metrics", "checks & rules metrics"),
-               ("verdict", "verdict"), ("ckpt", "checkpoint"), ("verified", "verified"),
-               ("cost", "save cost"))
+               ("saved", "ckpt step · save"))
 
 
 def key_values(r: RunView, name: str | None, most: int = 200) -> list[float]:
@@ -77,32 +79,36 @@ def _run_cells(r: RunView) -> tuple[Any, ...]:
         metrics += f" (stale {format_duration(r.stale_s)})"
     verdict_level = {"accepted": "ok", "rejected": "fired"}.get(r.verdict or "", "info")
     verdict = r.verdict or ""
-    if r.stop_rule:
-        verdict, verdict_level = f"stopped by {r.stop_rule}", "fired"
+    if r.stop_rule:  # the rule that stopped it (its reason: the rules panel)
+        verdict, verdict_level = r.stop_rule, "fired"
     elif run_needs_person(r):
-        verdict, verdict_level = "a/r: accept or reject", "warn"
+        verdict, verdict_level = "awaits a/r", "warn"
+    checkpoint, saved = _checkpoint_cells(r)
     return (Text(r.id, style="bold"),
             Text(tx.stage_state(r.state), style=level(tx.STAGE_LEVEL.get(r.state, "info"))),
             step_text(r), Text(loss_cell(r), style="bold" if r.state == "running" else ""),
-            rate_text(r), metrics,
             Text(tx.level_word(verdict_level, verdict) if verdict else "",
                  style=level(verdict_level)),
-            *_checkpoint_cells(r))
+            checkpoint, rate_text(r), metrics, saved)
 
 
-def _checkpoint_cells(r: RunView) -> tuple[Text, Text, str]:
+def _checkpoint_cells(r: RunView) -> tuple[Text, str]:
+    """``12m ✓`` (its age, and ✓ only when the newest checkpoint was reloaded: never a ✓
+    it cannot prove; else ``? unverified`` or ``✗ failed …``) and ``2,400 · 1.2 s`` (its
+    step and what saving it cost)."""
     ck = r.checkpoint
     if ck is None:
-        return Text("none yet", style=level("muted")), Text(""), ""
-    age = "-" if ck.age_s is None else f"{format_duration(ck.age_s)} old"
-    ckpt = Text(f"{age} step {format_count(ck.step)}")
-    if ck.advice:
-        ckpt.append(" ! interval", level("warn"))
-    v = ck.verified or "not verified"
+        return Text("none yet", style=level("muted")), ""
+    age = "-" if ck.age_s is None else format_duration(ck.age_s)
+    v = ck.verified or "unverified"
     vlevel = "ok" if v == "ok" else ("fired" if v.startswith("failed") else "warn")
-    verified = Text(tx.level_word(vlevel, v[:30]), style=level(vlevel))
+    checkpoint = Text(f"{age} ")
+    checkpoint.append(tx.LEVEL_MARK["ok"] if v == "ok" else tx.level_word(vlevel, v[:24]),
+                      level(vlevel))
+    if ck.advice:
+        checkpoint.append(" ! interval", level("warn"))
     cost = "-" if ck.save_cost_s is None else f"{ck.save_cost_s:.1f} s"
-    return ckpt, verified, cost
+    return checkpoint, f"{format_count(ck.step)} · {cost}"
 
 
 class RunsTable(LiveTable):
