@@ -15,7 +15,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
@@ -36,7 +36,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self._title, self._body = title, body
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box"):
+        with VerticalScroll(classes="dialog-box"):
             yield Label(literal(self._title), classes="dialog-title")
             yield Static(literal_block(self._body), id="confirm-body", classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
@@ -66,7 +66,7 @@ class PickScreen(ModalScreen[str | None]):
         self._selected = selected  # highlighted first (the run under the cursor)
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box"):
+        with VerticalScroll(classes="dialog-box"):
             yield Label(literal(self._title), classes="dialog-title")
             yield OptionList(*[Option(literal(label), id=key) for key, label in self._items],
                              id="pick-list")
@@ -102,7 +102,7 @@ class FormScreen(ModalScreen[dict[str, str] | None]):
         self._title, self._fields, self._check, self._body = title, list(fields), check, body
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box"):
+        with VerticalScroll(classes="dialog-box"):
             yield Label(literal(self._title), classes="dialog-title")
             if self._body:
                 yield Static(literal_block(self._body), classes="dialog-body")
@@ -180,7 +180,7 @@ class DecideScreen(ModalScreen[dict[str, Any] | None]):
         self._stage, self._droppable, self._why = stage, list(droppable), context
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box -wide"):
+        with VerticalScroll(classes="dialog-box -wide"):
             yield Label(literal(f"Decision at {self._stage} (D4)"), classes="dialog-title")
             if self._why:
                 with VerticalScroll(id="decide-context-box"):
@@ -189,7 +189,7 @@ class DecideScreen(ModalScreen[dict[str, Any] | None]):
                              Option("limit: drop optional stages", id="limit"),
                              Option("revise: the question changes, nothing more starts",
                                     id="revise"), id="decide-outcome")
-            yield Label("stages to drop (space toggles [x]; only with limit)",
+            yield Label(literal("stages to drop (space toggles [x]; only with limit)"),
                         classes="field-label")
             yield DropList(self._droppable, id="decide-drops")
             yield Label("note: why (required)", classes="field-label")
@@ -256,7 +256,7 @@ class InfoScreen(ModalScreen[None]):
         self._title, self._body = title, body
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box -wide"):
+        with VerticalScroll(classes="dialog-box -wide"):
             yield Label(literal(self._title), classes="dialog-title")
             with VerticalScroll(classes="info-scroll"):
                 yield Static(literal_block(self._body), id="info-body")

@@ -24,7 +24,7 @@ from cockpit.engine import CampaignFiles, Engine  # noqa: E402
 from cockpit.headless.status_line import line_from_status_log  # noqa: E402
 from cockpit.runs.supervisor import report_path  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
-from cockpit.tui.dialogs import ConfirmScreen, FormScreen, PickScreen  # noqa: E402
+from cockpit.tui.dialogs import ConfirmScreen, DecideScreen, FormScreen, PickScreen  # noqa: E402
 from cockpit.tui.keybar import BarKey, KeyBar, key_bar_text, urgent_actions  # noqa: E402
 from cockpit.tui.screens import ChartScreen  # noqa: E402
 from tests.helpers.campaigns import FINITE, step_command, write_campaign  # noqa: E402
@@ -37,9 +37,10 @@ from tests.tui.test_tui_pilot import (  # noqa: E402
     make_app,
     run_async,
     running,
+    type_text,
     until,
 )
-from tests.tui.test_tui_snapshots import ready  # noqa: E402
+from tests.tui.test_tui_snapshots import ready, screen_text  # noqa: E402
 
 
 @run_async
@@ -254,3 +255,30 @@ async def test_at_120x40_the_runs_table_shows_verdict_and_checkpoint(tmp_path: P
     bottom = next(i for i in range(top, len(lines)) if lines[i].startswith("╰"))
     assert all(line.strip("│ ") for line in lines[top + 1:bottom])
     assert "▏" not in "".join(lines[top:bottom + 1])
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)])
+@run_async
+async def test_the_decide_dialog_shows_the_note_field_when_it_is_typed_into(
+        tmp_path: Path, size: tuple[int, int]) -> None:
+    engine = running_campaign(tmp_path)
+    engine.mark("pilot", "started", now=NOW)
+    engine.mark("pilot", "done", now=NOW)
+    app = CockpitApp(engine, interval=3600)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.snapshot is not None and app.snapshot.pending_decisions)
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, DecideScreen))
+        await pilot.press("enter")  # continue: the note is the next thing to type
+        await pilot.pause(0.3)
+        note = app.screen.query_one("#decide-note")
+        assert app.screen.focused is note and note.is_on_screen
+        await type_text(pilot, "pilot fits")
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert "note: why (required)" in text and "pilot fits" in text  # typed in view
+        assert "[x]" in text or size[1] < 24  # the drop list's legend is literal text
+        await pilot.press("enter", "enter")  # the second field, then on to the y/n
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "note: pilot fits" in screen_text(app)  # the y/n shows what is written
+        await pilot.press("n")
