@@ -9,6 +9,7 @@ notes and reasons.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -241,6 +242,36 @@ class DecideScreen(ModalScreen[dict[str, Any] | None]):
             note = f"{note} (would have changed the choice: {change})"
         self.dismiss({"outcome": outcome, "drops": drops if outcome == "limit" else [],
                       "note": note})
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class WaitScreen(ModalScreen[None]):
+    """Work under way, at once: what it is and for how long (the seconds count up);
+    Esc stops waiting (the work ends on its own in the background; nothing is written).
+    The dashboard keeps updating behind it."""
+
+    BINDINGS = [Binding("escape", "cancel", "Stop waiting", id="wait-cancel")]
+
+    def __init__(self, title: str, what: str) -> None:
+        super().__init__(classes="dialog")
+        self._title, self._what = title, what
+        self._started = time.monotonic()
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog-box"):
+            yield Label(literal(self._title), classes="dialog-title")
+            yield Static("", id="wait-body", classes="dialog-body")
+            yield Label("Esc stops waiting (nothing is written)", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self._show()
+        self.set_interval(0.5, self._show)
+
+    def _show(self) -> None:
+        elapsed = time.monotonic() - self._started
+        self.query_one("#wait-body", Static).update(literal(f"{self._what}… {elapsed:.0f} s"))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -23,7 +23,13 @@ from cockpit.engine import Engine
 from cockpit.engine.snapshot import ExportAction
 from cockpit.tui import offers
 from cockpit.tui.decision import decision_context
-from cockpit.tui.dialogs import ConfirmScreen, DecideScreen, FormScreen, PickScreen
+from cockpit.tui.dialogs import (
+    ConfirmScreen,
+    DecideScreen,
+    FormScreen,
+    PickScreen,
+    WaitScreen,
+)
 from cockpit.tui.screens import LogScreen, SnapshotScreen
 
 CANCEL = "n / Esc cancels"
@@ -82,11 +88,24 @@ class FlowScreen(SnapshotScreen):
         return await self.pick(title, [(r, r) for r in candidates],
                                self.selected_run(candidates, focused=False))
 
-    async def checks(self, run_id: str) -> str:
-        """The run's acceptance checks, evaluated off the loop (a reload takes time)."""
-        self.cockpit.notify(f"checking {run_id}'s acceptance…", timeout=3)
-        app = self.cockpit
-        return await asyncio.to_thread(_acceptance_checks, app, run_id)
+    async def checks(self, run_id: str) -> str | None:
+        """The run's acceptance checks, evaluated off the loop (a reload check restores
+        the checkpoint in a fresh process: seconds, or minutes), shown as under way at
+        once; None when the person stops waiting (Esc)."""
+        waiting = WaitScreen(f"Checking {run_id}",
+                             "its acceptance checks (a reload check restores the checkpoint "
+                             "in a fresh process)")
+        stopped = asyncio.Event()
+        self.app.push_screen(waiting, callback=lambda _result: stopped.set())
+        work = asyncio.ensure_future(asyncio.to_thread(_acceptance_checks, self.cockpit, run_id))
+        wait = asyncio.ensure_future(stopped.wait())
+        await asyncio.wait({work, wait}, return_when=asyncio.FIRST_COMPLETED)
+        if not work.done():
+            return None  # the person stopped waiting; the check ends on its own
+        wait.cancel()
+        if waiting.is_current:
+            waiting.dismiss(None)
+        return work.result()
 
     # ---------------------------------------------------------------- s x v
     @work(group="flow")
@@ -216,6 +235,8 @@ class FlowScreen(SnapshotScreen):
         if run_id is None:
             return
         checks = await self.checks(run_id)
+        if checks is None:
+            return
         values = await self.app.push_screen_wait(FormScreen(
             f"Accept {run_id}",
             [("note", "note (why; if its checks fail, a note makes an override)", "")],
@@ -236,6 +257,8 @@ class FlowScreen(SnapshotScreen):
         if run_id is None:
             return
         checks = await self.checks(run_id)
+        if checks is None:
+            return
         values = await self.app.push_screen_wait(FormScreen(
             f"Reject {run_id}", [("note", "note: why (required)", "")], body=checks,
             check=lambda v: None if v["note"].strip() else "say why it is rejected"))

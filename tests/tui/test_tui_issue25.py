@@ -8,8 +8,10 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,13 +25,21 @@ from cockpit.campaign import load_campaign  # noqa: E402
 from cockpit.engine import CampaignFiles, Engine  # noqa: E402
 from cockpit.headless.status_line import line_from_status_log  # noqa: E402
 from cockpit.runs.supervisor import report_path  # noqa: E402
+from cockpit.tui import flows  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
-from cockpit.tui.dialogs import ConfirmScreen, DecideScreen, FormScreen, PickScreen  # noqa: E402
+from cockpit.tui.dialogs import (  # noqa: E402
+    ConfirmScreen,
+    DecideScreen,
+    FormScreen,
+    PickScreen,
+    WaitScreen,
+)
 from cockpit.tui.keybar import BarKey, KeyBar, key_bar_text, urgent_actions  # noqa: E402
 from cockpit.tui.screens import ChartScreen  # noqa: E402
 from tests.helpers.campaigns import FINITE, step_command, write_campaign  # noqa: E402
 from tests.helpers.process import run_cockpit  # noqa: E402
 from tests.helpers.tui_campaign import NOW, running_campaign  # noqa: E402
+from tests.tui.test_tui_keys_issue15 import ended_campaign  # noqa: E402
 from tests.tui.test_tui_pilot import (  # noqa: E402
     SIZE,
     journal,
@@ -282,3 +292,64 @@ async def test_the_decide_dialog_shows_the_note_field_when_it_is_typed_into(
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "note: pilot fits" in screen_text(app)  # the y/n shows what is written
         await pilot.press("n")
+
+
+def slow_checks(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The real acceptance checks, after ``seconds`` (a reload check of a big model)."""
+    real = flows._acceptance_checks
+
+    def slow(app: Any, run_id: str) -> str:
+        time.sleep(seconds)
+        return real(app, run_id)
+
+    monkeypatch.setattr(flows, "_acceptance_checks", slow)
+
+
+@run_async
+async def test_a_slow_check_shows_its_progress_at_once_and_the_budget_follows_the_reject(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    slow_checks(monkeypatch, 2.0)
+    app = ended_campaign(tmp_path)
+    app.interval = 0.2
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.snapshot is not None and app.main.key_available("reject"))
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, WaitScreen))
+        ticks = app.ticks
+        await pilot.press("r")  # pressed again while waiting: no second flow
+        await pilot.pause(1.2)
+        body = str(app.screen.query_one("#wait-body").render())
+        assert "acceptance checks" in body and re.search(r"… [1-9] s", body), body
+        assert app.ticks > ticks  # the dashboard ticks behind the wait
+        await until(pilot, lambda: isinstance(app.screen, FormScreen))
+        assert sum(isinstance(s, (WaitScreen, FormScreen)) for s in app.screen_stack) == 1
+        await type_text(pilot, "leak in eval")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: any(e["kind"] == "result_rejected"
+                                       for e in journal(app.engine.campaign.path)))
+        # The next frame shows what the journal says: the budget as `cockpit budget` does.
+        budget = run_cockpit("budget", str(app.engine.campaign.path))
+        accepted = re.search(r"accepted results: (\d+)", budget.stdout)
+        assert accepted is not None, budget.stdout
+        await until(pilot, lambda: f"accepted results {accepted.group(1)}" in
+                    (app.main.budget_panel._last or "").replace("[bold]", "").replace(
+                        "[/bold]", ""))
+
+
+@run_async
+async def test_esc_stops_waiting_for_a_check_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    slow_checks(monkeypatch, 1.5)
+    app = ended_campaign(tmp_path)
+    before = journal(app.engine.campaign.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.snapshot is not None and app.main.key_available("reject"))
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, WaitScreen))
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.main)
+        await pilot.pause(2.0)  # the check ends in the background: no dialog comes back
+        assert app.screen is app.main
+    assert journal(app.engine.campaign.path) == before
