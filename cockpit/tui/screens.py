@@ -14,6 +14,7 @@ line and in total, and every line is made printable (the bounds are beside the c
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ from cockpit.tui.chart_data import (
 from cockpit.tui.decision import thresholds
 from cockpit.tui.panels.timeline import Timeline
 
+BEHIND_DIALOG_S = 2.0  # the dashboard behind a dialog draws this often (and on a rule)
+URGENT_KINDS = frozenset({"rule_fired", "rule_blind", "run_exited", "stage_finished", "stop_done"})
+CHART_REDRAW_S = 2.0  # live points redraw the chart at most this often (plotext's cost)
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
 MARKERS = ("hd", "dot", "+", "x", "o", "*", "fhd", "sd")
 
@@ -49,12 +53,16 @@ MARKERS = ("hd", "dot", "+", "x", "o", "*", "fhd", "sd")
 class SnapshotScreen(Screen[None]):
     """A screen that shows the app's latest Snapshot: it follows the app's ``snapshot``
     and draws it while a person sees it: when it is on top, and under dialogs (modal
-    screens drawn over it), so the dashboard never freezes behind a dialog (issue 25).
-    Under a full screen (the chart, a log) it draws nothing, and again when it shows."""
+    screens drawn over it), so the dashboard never freezes behind a dialog (issue 25):
+    there every :data:`BEHIND_DIALOG_S` (each draw is blended with the dialog's dimmed
+    backdrop), and at once when a rule fires or a run ends. Under a full screen (the
+    chart, a log) it draws nothing, and again when it shows."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.snapshot: Snapshot | None = None
+        self._shown_at = -math.inf  # monotonic time of the last draw (behind a dialog)
+        self._show_later = False  # a draw of the latest is scheduled
 
     def on_mount(self) -> None:
         self.watch(self.app, "snapshot", self._snapshot_taken)
@@ -64,15 +72,30 @@ class SnapshotScreen(Screen[None]):
             return
         self.snapshot = snap
         self.snapshot_taken(snap)
-        if self.on_top:
-            self.update_snapshot(snap)
+        if not self.on_top:
+            return
+        behind = self.app.screen is not self
+        now = time.monotonic()
+        # Behind a dialog every draw is blended with its dimmed backdrop: draw every
+        # BEHIND_DIALOG_S, and at once when a rule fired or a decision became due.
+        urgent = any(ev.kind in URGENT_KINDS and not ev.earlier for ev in snap.new_events)
+        wait = BEHIND_DIALOG_S - (now - self._shown_at)
+        if behind and not urgent and wait > 0:
+            if not self._show_later:  # the latest is drawn when the wait is over
+                self._show_later = True
+                self.set_timer(wait, self._draw_latest)
+            return
+        self._shown_at = now
+        self.update_snapshot(snap)
 
     def on_screen_resume(self) -> None:
         if self.snapshot is not None:
             self.call_after_refresh(self._draw_latest)
 
     def _draw_latest(self) -> None:
+        self._show_later = False
         if self.snapshot is not None and self.on_top:
+            self._shown_at = time.monotonic()
             self.update_snapshot(self.snapshot)
 
     @property
@@ -119,6 +142,9 @@ class ChartScreen(SnapshotScreen):
         self.labels: list[str] = []  # what the last draw put in the legend (tests read it)
         self.bounds: YRange | None = None  # the last draw's y-range (tests read it)
         self._drawn: Any = None
+        self._view: Any = None  # metric, scale and width of the last draw
+        self._drawn_at = -math.inf  # monotonic time of the last draw
+        self._later = False  # a redraw is scheduled
 
     def compose(self) -> ComposeResult:
         yield Label("", id="chart-title", classes="dialog-title")
@@ -128,17 +154,30 @@ class ChartScreen(SnapshotScreen):
     def update_snapshot(self, snap: Snapshot) -> None:
         """Redraw when the picture changed (only while this screen shows): the series
         are thinned to the plot's width first, so a new point that changes nothing at
-        this width draws nothing."""
+        this width draws nothing; new points of live runs redraw at most every
+        :data:`CHART_REDRAW_S` (another metric, scale or size: at once)."""
         self.snapshot = snap
         self.metrics = chart_metrics(snap)
         if self.metric not in self.metrics:
             self.metric = self.metrics[0] if self.metrics else None
         width = max(20, self.query_one(PlotextPlot).size.width - 12)
+        view = (self.metric, self.log_scale, width)
+        wait = CHART_REDRAW_S - (time.monotonic() - self._drawn_at)
+        if view == self._view and wait > 0:
+            if not self._later:
+                self._later = True
+                self.set_timer(wait, self._redraw_later)
+            return
         picture = self._picture(snap, width)
         if picture == self._drawn:
             return
-        self._drawn = picture
+        self._drawn, self._view, self._drawn_at = picture, view, time.monotonic()
         self._draw(*picture)
+
+    def _redraw_later(self) -> None:
+        self._later = False
+        if self.snapshot is not None and self.on_top:
+            self.update_snapshot(self.snapshot)
 
     def _picture(self, snap: Snapshot, width: int) -> tuple[Any, ...]:
         metric = self.metric
