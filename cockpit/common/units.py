@@ -169,12 +169,16 @@ def format_count(value: float | int | None) -> str:
         return f"{n / 1000:,.0f}k"
     if a < 1e9:
         return f"{n / 1e6:.1f}M"
-    return f"{n / 1e9:,.1f}G"
+    if a < 1e12:
+        return f"{n / 1e9:,.1f}G"
+    mantissa, exponent = f"{n:.3g}".split("e")  # a diverging loss: 4.02e19, not digits
+    return f"{mantissa}e{int(exponent)}"
 
 
 def format_number(value: object) -> str:
     """A metric value for people: 4 significant digits, whole numbers with separators
-    (a record count reads ``12,345``, not ``1.234e+04``), tiny values in e-notation."""
+    (a record count reads ``12,345``, not ``1.234e+04``), tiny values in e-notation,
+    huge ones too (:func:`format_count`: a diverging loss reads ``4.02e19``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     v = float(value)

@@ -52,3 +52,11 @@ def test_short_numbers_are_short_and_close(value: float) -> None:
     assert len(text) <= 9, text  # -6.7e-121 at the very worst
     if 1e-300 < abs(value) < 1e300:
         assert math.isclose(float(text), value, rel_tol=0.05)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_a_metric_value_is_never_a_row_of_digits(value: float) -> None:
+    from cockpit.common.units import format_count, format_number
+    for text in (format_number(value), format_count(value)):
+        assert len(text) <= 14, text  # -1,234,567.9 at most; 4.02e19 for a diverging loss
