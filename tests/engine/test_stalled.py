@@ -25,6 +25,7 @@ from cockpit.headless.status_line import status_line
 from cockpit.headless.status_log import compact_json
 from cockpit.runs.rules import Point, check_stalled, rules_hash, step_interval
 from cockpit.tui.panels import rules_text, run_rows
+from cockpit.tui.panels.runs import RUN_COLUMNS
 from tests.engine.test_clock_jumps import SteppingClock
 from tests.engine.test_engine_guards import FakeSupervisor, journal, make, report
 from tests.helpers.campaigns import FINITE, write_campaign
@@ -198,7 +199,8 @@ def test_a_run_that_stops_reporting_is_stalled_on_every_face(tmp_path) -> None:
         assert "hung  stalled · warn" in panel and "warn r1: stalled: no new step" in panel
         assert "rules warn hung@r1" in status_line(compact_json(snap))  # status --line
         (row,) = [cells for run_id, cells in run_rows(snap) if run_id == "r1"]
-        assert "stalled" in str(row[5])
+        metrics = [key for key, _title in RUN_COLUMNS].index("metrics")
+        assert "stalled" in str(row[metrics])
         assert [r.state for r in snap.rules if r.rule == "hung"] == ["warn"]
         # Fired once per attempt: more ticks add nothing.
         engine.tick()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 from typing import Any, ClassVar
+from weakref import WeakKeyDictionary
 
 from rich.style import Style
 from rich.text import Span, Text
@@ -53,10 +54,19 @@ class PanelResized(Message):
     """A panel's size changed: its width-dependent text wants drawing again."""
 
 
+# Each widget's resolved level styles, for the theme they were resolved under (a theme
+# change starts afresh): the GPU rows resolve the same few styles every tick.
+_RESOLVED: WeakKeyDictionary[Widget, tuple[object, dict[Style, Style]]] = WeakKeyDictionary()
+
+
 def resolve(widget: Widget, text: Text) -> Text:
     """``text`` with each level tag replaced by the style ``widget``'s theme gives the
     level (``widget`` lists :data:`LEVEL_CLASSES` in its ``COMPONENT_CLASSES``)."""
-    seen: dict[Style, Style] = {}
+    theme = (widget.app.theme, getattr(widget.app, "theme_name", None))
+    cached = _RESOLVED.get(widget)
+    if cached is None or cached[0] != theme:
+        cached = _RESOLVED[widget] = (theme, {})
+    seen = cached[1]
 
     def one(style: str | Style) -> str | Style:
         if not isinstance(style, Style) or not style._meta:
