@@ -59,8 +59,10 @@ def main() -> int:
         campaign = load_campaign(path)
         files = CampaignFiles.of(campaign)
         engine = Engine(campaign, gpu_sampler=GpuSampler(simulate=2), actor="bench")
+        engine.mark("prep", "started")  # a journal to date against
         line = dumps(compact_json(engine.tick()))
         engine.close()
+        files.status_log.parent.mkdir(parents=True, exist_ok=True)
         files.status_log.write_text(line + "\n")
         results: dict[str, dict[str, float]] = {}
         for case in ("live", "unwatched", "engine"):
