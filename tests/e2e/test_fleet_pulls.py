@@ -332,8 +332,11 @@ def test_a_connection_that_never_answers_leaves_no_proxy_behind(tmp_path: Path) 
             assert link.reachable is False and link.last_ok is None
         # ssh's own ConnectTimeout or ours, whichever comes first on this machine.
         assert "no connection within" in (link.error or "") or "timed out" in link.error
-        time.sleep(0.5)
-        left = _stuck(marker)
+        # The group is signalled at the timeout; a busy box takes a moment to reap it.
+        # A proxy that was never signalled sleeps for 300 s: it is still there after 5.
+        deadline = time.monotonic() + 5.0
+        while (left := _stuck(marker)) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert not left, f"{len(left)} ProxyCommands still run"
     finally:
         for proc in _stuck(marker):

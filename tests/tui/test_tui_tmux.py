@@ -216,3 +216,65 @@ def test_running_stage_step_and_loss_without_a_key(tmp_path: Path, session: str,
         assert later[1] <= loss
     finally:
         kill_started(path)
+
+
+def test_at_80x24_a_person_decides_rejects_and_watches_the_loss(tmp_path: Path,
+                                                                 session: str) -> None:
+    """Issue 25's whole flow in a real terminal at 80x24: the key bar offers what the
+    situation needs first, the decide dialog's note is typed in view, a reject goes
+    through its checks, the chart opens on the loss; every step through the keys."""
+    path = write_campaign(tmp_path, [
+        {"id": "pilot", "hours": 1, "resource": "human", "decision_point": True},
+        {"id": "train", "hours": 1, "resource": "cpu", "run": "r1",
+         "command": step_command(steps=20, sleep=0.01)},
+        {"id": "long", "hours": 1, "resource": "gpu", "run": "r2",
+         "command": step_command(steps=4000, sleep=0.05)},
+    ], rules=[FINITE])
+    run = [sys.executable, "-m", "cockpit"]
+    for stage in ("train", "long"):
+        subprocess.run([*run, "start", str(path), stage, "--force"], check=True,
+                       capture_output=True)
+    subprocess.run([*run, "mark", str(path), "pilot", "started"], check=True,
+                   capture_output=True)
+    subprocess.run([*run, "mark", str(path), "pilot", "done"], check=True, capture_output=True)
+    launch(session, path, "--simulate-gpus", "1", size=(80, 24))
+    try:
+        wait_for(lambda: "q Quit" in screen(session), what="first frame with the key bar")
+        bar = wait_for(lambda: next((line for line in screen(session).splitlines()
+                                     if "q Quit" in line and "d Decide" in line), None),
+                       what="d first in the key bar")
+        assert bar.lstrip().startswith("d Decide") and "? Help" in bar
+        tmux("send-keys", "-t", session, "d")
+        wait_for(lambda: "Decision at pilot" in screen(session), what="decide dialog")
+        time.sleep(0.5)  # a person reads the dialog before choosing
+        tmux("send-keys", "-t", session, "Enter")  # continue: the note is next
+        time.sleep(0.3)
+        tmux("send-keys", "-t", session, "-l", "pilot fits the window")
+        wait_for(lambda: "pilot fits the window" in screen(session), what="the note in view")
+        tmux("send-keys", "-t", session, "Enter")
+        tmux("send-keys", "-t", session, "Enter")
+        wait_for(lambda: "Record the decision at pilot?" in screen(session), what="y/n")
+        assert "note: pilot fits the window" in screen(session)
+        tmux("send-keys", "-t", session, "y")
+        wait_for(lambda: any(e["kind"] == "decision" for e in journal(path)), what="decision")
+        wait_for(lambda: any(e["kind"] == "run_exited" and e.get("run") == "r1"
+                             for e in journal(path)), what="r1 ended")
+        wait_for(lambda: "a Accept" in screen(session), what="a verdict offered")
+        tmux("send-keys", "-t", session, "r")
+        wait_for(lambda: "Reject r1" in screen(session), what="reject dialog after checks")
+        time.sleep(0.3)
+        tmux("send-keys", "-t", session, "-l", "leak in eval")
+        tmux("send-keys", "-t", session, "Enter")
+        wait_for(lambda: "Reject the result of r1?" in screen(session), what="reject y/n")
+        tmux("send-keys", "-t", session, "y")
+        wait_for(lambda: any(e["kind"] == "result_rejected" for e in journal(path)),
+                 what="result_rejected")
+        tmux("send-keys", "-t", session, "g")
+        wait_for(lambda: "loss over steps" in screen(session), what="the chart on the loss")
+        tmux("send-keys", "-t", session, "Escape")
+        wait_for(lambda: "q Quit" in screen(session), what="back on the dashboard")
+    finally:
+        for ev in journal(path):
+            if ev["kind"] == "stage_started" and ev.get("pgid"):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(ev["pgid"], 9)
