@@ -107,13 +107,15 @@ def ensure_master(machine: Machine, timeout: float) -> None:
                                     stderr=err, start_new_session=True)
         except OSError as exc:
             raise SshError(f"cannot run ssh: {exc.strerror}") from None
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            # The client and its ProxyCommand (one session, not yet reaped): all of it.
-            _end_group(proc, cut_short=True)
+        code = _wait_unreaped(proc, timeout)
+        # Cut short, or failed on its own (its ConnectTimeout): the client and its
+        # ProxyCommand (one session; the unreaped client still holds the group id) go
+        # together. A proxy outlives ssh's SIGHUP where SIGHUP is ignored (under nohup).
+        # Success leaves the backgrounded master alone (it is in the same group).
+        _end_group(proc, cut_short=code != 0)
+        if code is None:
             raise SshError(f"machine {machine.number} ({machine.ssh}): no connection within "
-                           f"{timeout:g} s") from None
+                           f"{timeout:g} s")
         if proc.returncode != 0:
             err.seek(0)
             why = err.read().decode("utf-8", "replace").strip().splitlines()
@@ -145,7 +147,8 @@ def run_ssh(machine: Machine, remote: str, *, timeout: float = COMMAND_TIMEOUT_S
     try:
         out, err, why = _collect(proc, stdin, time.monotonic() + timeout, max_stdout)
     finally:
-        _end_group(proc, cut_short=why is not None)
+        # Cut short, or ssh itself failed (255: a ProxyCommand may outlive it): the group.
+        _end_group(proc, cut_short=why is not None or _exit_code(proc) == 255)
     if why == "timeout":
         raise SshError(f"machine {machine.number} ({machine.ssh}): no answer within "
                        f"{timeout:g} s")
@@ -204,11 +207,37 @@ def _collect(proc: subprocess.Popen[bytes], stdin: bytes | None, deadline: float
                     return bytes(out[:max_stdout]), bytes(err), "too big"
     finally:
         sel.close()
-    try:
-        proc.wait(max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
+    if _wait_unreaped(proc, max(0.1, deadline - time.monotonic())) is None:
         return bytes(out), bytes(err), "timeout"
     return bytes(out), bytes(err), None
+
+
+def _wait_unreaped(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    """Wait for ``proc`` to exit without reaping it (its zombie keeps its pid, so its
+    group id cannot be taken by another process before :func:`_end_group` kills the
+    group); its exit code, or None at ``timeout``."""
+    deadline, pause = time.monotonic() + timeout, 0.002
+    while True:
+        code = _exit_code(proc)
+        if code is not None:
+            return code
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _exit_code(proc: subprocess.Popen[bytes]) -> int | None:
+    """The exit code of a process that exited (reaped or not); None while it runs."""
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+    except ChildProcessError:
+        return proc.poll()
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else 128 + info.si_status
 
 
 def _end_group(proc: subprocess.Popen[bytes], cut_short: bool) -> None:

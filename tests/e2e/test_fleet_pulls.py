@@ -244,7 +244,7 @@ def test_a_peer_that_never_answers_is_unreachable_and_leaves_nothing_running(
         link = fleet.link()
         for _ in range(4):
             t0 = time.monotonic()
-            link.pull_now(timeout=3)
+            link.pull_now(timeout=3.5)
             assert time.monotonic() - t0 < 8
             assert link.reachable is False and link.last_ok is None
         view = link.view()
@@ -313,13 +313,17 @@ def test_a_journal_line_over_the_maximum_in_a_copy_is_never_held(tmp_path: Path)
 @pytest.mark.slow
 def test_a_connection_that_never_answers_leaves_no_proxy_behind(tmp_path: Path) -> None:
     """The client side (no sshd): a ProxyCommand that connects to nothing and never
-    speaks. Each timed-out pull ends the ssh client's whole group, its proxy included."""
+    speaks, and ignores SIGHUP (as everything started under nohup does: ssh's own
+    SIGHUP to its proxy then does nothing). Each timed-out pull ends the ssh client's
+    whole group, its proxy included, whether our time limit or ssh's ConnectTimeout
+    (3 s here, under our 3.5) ends it first."""
     from cockpit.campaign import load_campaign
     from cockpit.fleet.peers import PeerCache, PeerLink
 
     marker = tmp_path / "never-answers"
     config = tmp_path / "ssh_config"
-    config.write_text(f"Host *\n  ProxyCommand {PY} -c 'import time; time.sleep(300)' "
+    config.write_text(f"Host *\n  ProxyCommand {PY} -c 'import signal, time; "
+                      "signal.signal(signal.SIGHUP, signal.SIG_IGN); time.sleep(300)' "
                       f"{marker}\n  UserKnownHostsFile /dev/null\n"
                       "  StrictHostKeyChecking yes\n")
     machines = {str(n): {"ssh": "127.0.0.1", "path": str(tmp_path / f"m{n}"),
@@ -328,7 +332,7 @@ def test_a_connection_that_never_answers_leaves_no_proxy_behind(tmp_path: Path) 
     link = PeerLink(PeerCache(campaign, campaign.machines[2]), 0.3)
     try:
         for _ in range(3):
-            link.pull_now(timeout=3)
+            link.pull_now(timeout=3.5)
             assert link.reachable is False and link.last_ok is None
         # ssh's own ConnectTimeout or ours, whichever comes first on this machine.
         assert "no connection within" in (link.error or "") or "timed out" in link.error
