@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,20 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.headless_bench import latency  # noqa: E402  (median ms of a command)
 from cockpit.campaign import load_campaign  # noqa: E402
 from cockpit.engine import CampaignFiles, Engine  # noqa: E402
 from cockpit.headless.status_log import compact_json, dumps  # noqa: E402
 from cockpit.telemetry import GpuSampler  # noqa: E402
 from tests.helpers.campaigns import write_campaign  # noqa: E402
-
-
-def median_ms(argv: list[str], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
 
 
 def main() -> int:
@@ -78,10 +68,10 @@ def main() -> int:
                 os.utime(files.journal, (now, now))
             runs = args.runs if case != "engine" else max(5, args.runs // 3)
             results[case] = {
-                "script": median_ms([script, "status", str(path), "--line"], runs),
-                "module": median_ms([sys.executable, "-m", "cockpit", "status", str(path),
+                "script": latency([script, "status", str(path), "--line"], runs),
+                "module": latency([sys.executable, "-m", "cockpit", "status", str(path),
                                      "--line"], runs)}
-        bare = median_ms([sys.executable, "-c", "pass"], args.runs)
+        bare = latency([sys.executable, "-c", "pass"], args.runs)
     print(f"`cockpit status FILE --line`, median of {args.runs} "
           f"(engine: {max(5, args.runs // 3)}); `python -c pass` {bare:.0f} ms (baseline)")
     for case, got in results.items():

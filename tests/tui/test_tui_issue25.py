@@ -4,9 +4,7 @@ a person works in it (the status line it writes for tmux, …)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -43,6 +41,7 @@ from tests.tui.test_tui_keys_issue15 import ended_campaign  # noqa: E402
 from tests.tui.test_tui_pilot import (  # noqa: E402
     SIZE,
     journal,
+    kill_started,
     kinds,
     make_app,
     run_async,
@@ -85,12 +84,7 @@ def two_long_runs(folder: Path) -> Path:
 def long_runs(tmp_path: Path) -> Iterator[Path]:
     path = two_long_runs(tmp_path)
     yield path
-    for ev in journal(path):  # never leave a child behind
-        if ev["kind"] == "stage_started" and ev.get("pgid"):
-            try:
-                os.killpg(ev["pgid"], signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    kill_started(path)
 
 
 @run_async

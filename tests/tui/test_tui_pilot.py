@@ -69,7 +69,11 @@ def campaign(tmp_path: Path) -> Iterator[Path]:
          "command": step_command(steps=400, sleep=0.02, nan_at=3)},
     ], rules=[FINITE])
     yield path
-    # Never leave a child behind: kill every process group the journal started.
+    kill_started(path)
+
+
+def kill_started(path: Path) -> None:
+    """Never leave a child behind: kill every process group the journal started."""
     for ev in journal(path):
         if ev["kind"] == "stage_started" and ev.get("pgid"):
             try:
