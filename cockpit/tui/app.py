@@ -123,7 +123,7 @@ class CockpitApp(App[int]):
 
     def all_bindings(self) -> list[tuple[Binding, DOMNode]]:
         """Every key of the cockpit with the node whose ``key_available`` rules it, in the
-        order the footer and the help show them."""
+        order the key bar and the help show them."""
         out: list[tuple[Binding, DOMNode]] = []
         for node, bindings in ((self.main or self, CockpitScreen.BINDINGS),
                                (self, CockpitApp.BINDINGS)):
@@ -348,4 +348,6 @@ def run_tui(args: argparse.Namespace, *,
         app.run(mouse=not getattr(args, "no_mouse", False))
     finally:
         engine.close()
+        if app.status_log is not None:
+            app.status_log.close()
     return app.return_code or 0
