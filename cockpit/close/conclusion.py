@@ -75,12 +75,14 @@ def _fmt(value: float | Decimal) -> str:
 def _shown(value: float | Decimal, *against: float | Decimal) -> str:
     """A measured figure for people: three significant digits, more only where fewer
     would show it equal to a figure it is compared with (0.69996 against 0.7 is
-    0.69996, never 0.7)."""
+    0.69996, never 0.7). Shown against each other, two figures that differ get the
+    same number of digits, so they never read as equal (-999950 against -999500 is
+    -1e+06 against -9.995e+05, never -1e+06 twice)."""
     v = float(value)
     others = [float(o) for o in against if float(o) != v]
     for digits in range(3, 16):
         text = f"{v:.{digits}g}"
-        if all(f"{o:.{digits}g}" != text for o in others):
+        if all(float(f"{o:.{digits}g}") != float(text) for o in others):
             return text
     return repr(v)
 
@@ -232,7 +234,8 @@ def conclude(campaign: Campaign, state: CampaignState,
         parts = [f"{c.run} ({metric} {_shown(c.value or 0, base_value)}, "
                  f"{_signed(c.delta or 0, spec.margin)})" for c in counted if c.beats]
         text = (f"{', '.join(parts)} beat{'s' if len(winners) == 1 else ''} the baseline {base} "
-                f"({metric} {_shown(base_value)}) by at least {margin_text} ({direction} is "
+                f"({metric} {_shown(base_value, *(c.value or 0 for c in counted if c.beats))}) "
+                f"by at least {margin_text} ({direction} is "
                 f"better)")
         losers = [c.run for c in counted if not c.beats]
         if losers:
@@ -272,7 +275,8 @@ def _compare_with_baseline(campaign: Campaign, spec: ConclusionSpec, state: Camp
         if spec.better == "lower":
             delta = -delta
         beats = delta > 0 and delta >= margin
-        compared = (f"{metric} {_shown(judged.value, base_value)} vs {_shown(base_value)}: "
+        compared = (f"{metric} {_shown(judged.value, base_value)} vs "
+                    f"{_shown(base_value, judged.value)}: "
                     f"{_signed(delta, margin)} ({direction} is better)")
         if judged.state == "rejected":
             if beats:  # its acceptance floor is stricter than the question: no verdict
