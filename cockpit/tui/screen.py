@@ -196,10 +196,7 @@ class CockpitScreen(FlowScreen):
         ``focused`` is False, when the table has the focus)."""
         table = self.runs_table
         if (self.focused is table or not focused) and table.row_count:
-            try:
-                key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-            except Exception:  # noqa: BLE001 - no row under the cursor
-                return None
+            key = table.cursor_key
             if key in candidates:
                 return str(key)
         return None

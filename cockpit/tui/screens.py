@@ -43,7 +43,7 @@ from cockpit.tui.chart_data import (
 from cockpit.tui.decision import thresholds
 from cockpit.tui.panels.timeline import Timeline
 
-BEHIND_DIALOG_S = 2.0  # the dashboard behind a dialog draws this often (and on a rule)
+BEHIND_DIALOG_S = 5.0  # the dashboard behind a dialog draws this often (and on a rule)
 URGENT_KINDS = frozenset({"rule_fired", "rule_blind", "run_exited", "stage_finished", "stop_done"})
 CHART_REDRAW_S = 2.0  # live points redraw the chart at most this often (plotext's cost)
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")

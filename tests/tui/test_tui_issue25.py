@@ -131,9 +131,8 @@ async def test_the_run_list_highlights_the_run_under_the_cursor(long_runs: Path)
         await until(pilot, lambda: running(app, "r1") and running(app, "r2"))
         table = app.main.runs_table
         await until(pilot, lambda: table.row_count >= 2)
-        row = next(i for i in range(table.row_count)
-                   if table.coordinate_to_cell_key((i, 0)).row_key.value == "r2")
-        table.move_cursor(row=row)
+        row = next(i for i in range(table.row_count) if table.row_key_at(i) == "r2")
+        table.move_cursor(row)
         app.main.stages_table.focus()  # the cursor stays on r2; the table has no focus
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, PickScreen))

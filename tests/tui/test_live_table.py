@@ -1,0 +1,99 @@
+"""LiveTable: a tick redraws only the rows that changed; the cursor stays on its row;
+hostile cells stay cells (issue 25: the tables were a third of the TUI's CPU)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from cockpit.tui.panels.table import MAX_COLUMN, LiveTable
+
+COLUMNS = (("run", "run"), ("step", "step"), ("note", "note"))
+
+
+def rows(steps: dict[str, int], note: str = "") -> list[tuple[str, tuple[Any, ...]]]:
+    return [(key, (Text(key, style="bold"), f"{step:,}", note)) for key, step in steps.items()]
+
+
+class TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield LiveTable(COLUMNS)
+
+
+def drawn_lines(table: LiveTable) -> list[int]:
+    """Record the lines the table draws from now on."""
+    seen: list[int] = []
+    draw = table.render_line
+
+    def recording(y: int) -> Any:
+        seen.append(y)
+        return draw(y)
+    table.render_line = recording  # type: ignore[method-assign]
+    return seen
+
+
+def line_text(table: LiveTable, y: int) -> str:
+    return table.render_line(y).text
+
+
+def test_one_changed_row_redraws_one_line_and_a_wider_value_widens_its_column() -> None:
+    async def go() -> None:
+        app = TableApp()
+        async with app.run_test(size=(60, 12)) as pilot:
+            table = app.query_one(LiveTable)
+            table.sync(rows({"a": 1, "b": 2, "c": 3}))
+            await pilot.pause(0.1)
+            seen = drawn_lines(table)
+            table.sync(rows({"a": 1, "b": 20, "c": 3}))  # b's step changed, same width
+            await pilot.pause(0.1)
+            assert set(seen) == {2}, seen  # the header is line 0, b is line 2
+            assert "20" in line_text(table, 2) and line_text(table, 1).split() == ["a", "1"]
+            seen.clear()
+            table.sync(rows({"a": 1, "b": 20, "c": 3}))  # nothing changed: nothing drawn
+            await pilot.pause(0.1)
+            assert seen == []
+            table.sync(rows({"a": 1, "b": 2_000_000, "c": 3}))  # wider: every line again
+            await pilot.pause(0.1)
+            assert {0, 1, 2, 3} <= set(seen)
+            assert line_text(table, 0).index("note") == line_text(table, 2).index("2,000,000") \
+                + len("2,000,000") + 2
+    asyncio.run(go())
+
+
+def test_the_cursor_stays_on_its_row_when_the_order_changes_and_moves_with_keys() -> None:
+    async def go() -> None:
+        app = TableApp()
+        async with app.run_test(size=(60, 12)) as pilot:
+            table = app.query_one(LiveTable)
+            table.sync(rows({"a": 1, "b": 2, "c": 3}))
+            table.focus()
+            await pilot.press("down", "down")
+            assert table.cursor_key == "c"
+            table.sync(rows({"c": 3, "a": 1, "b": 2}))  # a rule fired: c moves to the top
+            assert table.cursor_key == "c" and table.cursor_row == 0
+            await pilot.press("end")
+            assert table.cursor_key == "b"
+            await pilot.press("up")
+            assert table.cursor_key == "a"
+            table.sync(rows({"c": 3, "b": 2}))  # a's row went: the cursor stays in range
+            assert table.cursor_key in ("c", "b")
+            await pilot.click(LiveTable, offset=(2, 2))  # the second row (under the header)
+            assert table.cursor_key == "b"
+    asyncio.run(go())
+
+
+def test_a_long_or_hostile_cell_stays_one_bounded_literal_cell() -> None:
+    async def go() -> None:
+        app = TableApp()
+        async with app.run_test(size=(60, 12)) as pilot:
+            table = app.query_one(LiveTable)
+            hostile = "[@click=app.quit]\x1b[2J" + "x" * 10_000
+            table.sync(rows({"a": 1}, note=hostile))
+            await pilot.pause(0.1)
+            assert table.virtual_size.width <= sum(w + 2 for w in (3, 4, MAX_COLUMN))
+            text = line_text(table, 1)  # shown as written, the escape made visible
+            assert "[@click=app.quit]" in text and "\x1b" not in text
+    asyncio.run(go())
