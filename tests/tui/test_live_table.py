@@ -97,3 +97,37 @@ def test_a_long_or_hostile_cell_stays_one_bounded_literal_cell() -> None:
             text = line_text(table, 1)  # shown as written, the escape made visible
             assert "[@click=app.quit]" in text and "\x1b" not in text
     asyncio.run(go())
+
+
+class PanelApp(App[None]):
+    def compose(self) -> ComposeResult:
+        from cockpit.tui.panels import LivePanel
+        yield LivePanel()
+
+
+def test_a_live_panel_lays_out_the_screen_only_when_its_shape_changes() -> None:
+    from cockpit.tui.panels import LivePanel
+
+    async def go() -> None:
+        app = PanelApp()
+        async with app.run_test(size=(60, 12)) as pilot:
+            panel = app.query_one(LivePanel)
+            layouts: list[bool] = []
+            refresh = panel.refresh
+
+            def recording(*args: Any, layout: bool = False, **kwargs: Any) -> Any:
+                layouts.append(layout)
+                return refresh(*args, layout=layout, **kwargs)
+            panel.refresh = recording  # type: ignore[method-assign]
+            panel.show("util 53%\nmem 46G")
+            await pilot.pause(0.1)
+            assert panel.size.height == 2 and layouts and layouts[-1]
+            layouts.clear()
+            panel.show("util 91%\nmem 53G")  # new figures, same shape: no layout pass
+            await pilot.pause(0.1)
+            assert layouts and not any(layouts)
+            assert "91%" in panel.render_line(0).text
+            panel.show("util 91%\nmem 53G\nthrottle")  # a line more: the panel grows
+            await pilot.pause(0.1)
+            assert panel.size.height == 3 and any(layouts)
+    asyncio.run(go())

@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any, ClassVar
 from weakref import WeakKeyDictionary
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Span, Text
 from textual.message import Message
@@ -93,6 +94,7 @@ class LivePanel(Static):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._last: str | None = None
+        self._shape: tuple[int, ...] | None = None
 
     def show(self, content: Text | str) -> bool:
         if isinstance(content, str):
@@ -102,7 +104,12 @@ class LivePanel(Static):
         if key == self._last:
             return False
         self._last = key
-        self.update(content)
+        # A layout pass arranges the whole screen: only when the text's shape (its
+        # lines' widths) changed, or when the panel wraps (words decide its height).
+        shape = tuple(cell_len(line) for line in content.plain.split("\n"))
+        layout = shape != self._shape or self.styles.text_wrap == "wrap"
+        self._shape = shape
+        self.update(content, layout=layout)
         return True
 
     def forget(self) -> None:
