@@ -96,6 +96,10 @@ def test_a_long_or_hostile_cell_stays_one_bounded_literal_cell() -> None:
             assert table.virtual_size.width <= sum(w + 2 for w in (3, 4, MAX_COLUMN))
             text = line_text(table, 1)  # shown as written, the escape made visible
             assert "[@click=app.quit]" in text and "\x1b" not in text
+            table.focus()
+            await pilot.press("right", "right")  # a wide table scrolls sideways
+            await pilot.pause(0.1)
+            assert table.scroll_x > 0 and line_text(table, 1) != text
     asyncio.run(go())
 
 
