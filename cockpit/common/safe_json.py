@@ -13,7 +13,7 @@ MAX_DEPTH = 64
 # json.loads's own decoder, its raw_decode called directly on the common case (a text
 # that starts with its value): the same parse with two Python frames fewer per call (a
 # journal of a million lines is read a line at a time).
-_RAW_DECODE = json.JSONDecoder().raw_decode
+RAW_DECODE = json.JSONDecoder().raw_decode
 
 
 class TooDeep(ValueError):
@@ -49,7 +49,7 @@ def loads_bounded(text: str, max_depth: int = MAX_DEPTH, **kwargs: Any) -> Any:
         raise TooDeep(f"nested deeper than {max_depth} levels")
     if not kwargs and isinstance(text, str):
         try:
-            value, end = _RAW_DECODE(text)
+            value, end = RAW_DECODE(text)
         except ValueError:
             pass  # not a value at its start (or leading space): json.loads says which
         else:

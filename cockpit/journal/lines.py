@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from typing import cast
 
-from cockpit.common.safe_json import TooDeep, loads_bounded
+from cockpit.common.safe_json import MAX_DEPTH, RAW_DECODE, TooDeep, loads_bounded
 from cockpit.journal.events import event_problem
 from cockpit.journal.fields import Event
 from cockpit.journal.txn import RECENT_KEPT
@@ -41,6 +41,24 @@ def decoded_lines(data: bytes) -> list[str | bytes]:
 def event_of_line(line: str | bytes) -> Event | None:
     """The event a line from :func:`decoded_lines` holds (None: a blank line), or
     :class:`SkippedLine`."""
+    # The common line first, in one frame (a cold open reads a million): one JSON object
+    # with too few brackets to nest too deep, a string kind, every field fitting.
+    if type(line) is str and line[:1] == "{" and \
+            line.count("[") + line.count("{") <= MAX_DEPTH:
+        try:
+            event, end = RAW_DECODE(line)
+        except ValueError:
+            pass
+        else:
+            if end == len(line) and type(event) is dict and \
+                    type(event.get("kind")) is str and event_problem(event) is None:
+                return cast(Event, event)
+    return _odd_line(line)
+
+
+def _odd_line(line: str | bytes) -> Event | None:
+    """Any other line: blank, not UTF-8, not JSON, too deep, not an event, a field that
+    does not fit (each skipped with its reason), or JSON with space around it."""
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
