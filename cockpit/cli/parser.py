@@ -14,6 +14,7 @@ from typing import Any
 
 from cockpit import __version__
 from cockpit.cli.actions import FLEET_ACTIONS, add_action_commands, add_verify_command
+from cockpit.cli.alerts_cmd import add_alerts_command
 from cockpit.cli.campaign_cmds import (
     cmd_check,
     cmd_demo,
@@ -33,7 +34,7 @@ _positive_seconds = number_between(float, 0, 86400, "a number of seconds")
 
 COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "init", "start", "mark",
             "stop", "decide", "accept", "reject", "note", "cost", "budget", "export",
-            "verify-export", "next", "fleet", "rules")
+            "verify-export", "next", "fleet", "rules", "alerts")
 # The commands that act as one machine of a multi-machine campaign.
 MACHINE_COMMANDS = ("status", "headless", "tui", "verify", "start", "mark", "stop", "decide",
                     "accept", "reject", "note", "cost", "budget", "export", "next")
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_close_commands(sub)  # budget, export, verify-export, next
     _add_fleet_command(sub)
     add_rules_command(sub)
+    add_alerts_command(sub)
     for name, choice in sub.choices.items():
         if name in MACHINE_COMMANDS:
             add_machine_option(choice)

@@ -1,0 +1,51 @@
+"""What an alert says (pure): the campaign and machine, what happened, what the cockpit
+did, what the person can do (the exact command) and the time left in the window.
+
+Every field is made printable and bounded (a run's name or a rule's reason is
+untrusted text); the words are the same on every target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from cockpit.common.durations import format_duration
+from cockpit.common.printable import printable
+
+FIELD_LIMIT = 300  # characters of one line of an alert (a phone shows a few lines)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert. ``key`` dedupes it (the journal records each key sent or failed)."""
+
+    key: str
+    level: str  # info / warn / critical
+    what: str  # what happened
+    did: str  # what the cockpit did about it
+    todo: str  # what the person can do: the exact command, or "nothing"
+
+
+def title(alert: Alert, campaign: str, machine: int | None) -> str:
+    where = f" · machine {machine}" if machine is not None else ""
+    return printable(f"cockpit {alert.level}: {campaign}{where}", FIELD_LIMIT)
+
+
+def body(alert: Alert, window_end: datetime | None, now: datetime) -> str:
+    """The lines a phone shows: what happened, what was done, what to do, time left."""
+    if window_end is None:
+        left = "window end unknown"
+    elif window_end <= now:
+        left = "the rental window has ended"
+    else:
+        left = f"{format_duration((window_end - now).total_seconds())} left in the window"
+    lines = [alert.what, f"done: {alert.did}", f"you: {alert.todo}", left]
+    return "\n".join(printable(line, FIELD_LIMIT) for line in lines)
+
+
+def test_alert(now: datetime) -> Alert:
+    """``cockpit alerts FILE --test``: proves a target receives, changes nothing."""
+    return Alert(key=f"test:{now.isoformat()}", level="info",
+                 what="a test alert from `cockpit alerts --test`",
+                 did="nothing (a test)", todo="nothing: this target works")
