@@ -116,6 +116,7 @@ def _add_face_commands(sub: Any) -> None:
     p.add_argument("--remind", type=_duration_seconds, default=1800.0, metavar="DURATION",
                    help="repeat each 'NEEDS A PERSON' line this often while it holds "
                         "(default 30m)")
+    _alerts(p)
     _simulate(p)
     p.set_defaults(handler=cmd_headless)
 
@@ -126,8 +127,16 @@ def _add_face_commands(sub: Any) -> None:
     p.add_argument("--auto", action="store_true",
                    help="start each stage when it is ready (stops at decision points)")
     p.add_argument("--no-mouse", action="store_true", help="for slow SSH links")
+    _alerts(p)
     _simulate(p)
     p.set_defaults(handler=cmd_tui)
+
+
+def _alerts(p: Any) -> None:
+    p.add_argument("--alerts", action="append", default=[], metavar="URL",
+                   help="send alerts to this apprise URL too (repeatable), beside the "
+                        "alerts file's targets ($COCKPIT_ALERTS or "
+                        "~/.config/cockpit/alerts.yaml)")
 
 
 def _add_start_commands(sub: Any) -> None:

@@ -17,6 +17,8 @@ Each part has its dependencies given in its constructor and none inherits anothe
 - ``evidence``     :class:`~cockpit.engine.evidence.Evidence`: verify, verify --resume,
                    export
 - ``hooks``        :class:`~cockpit.engine.hooks.HookDispatcher`
+- ``alerting``     :class:`~cockpit.engine.alerting.AlertDispatcher`: alerts to the
+                   person's phone, sent and journaled by a background thread
 - ``actions``      what start/stop/mark/decide/accept/reject/note/cost go to: this
                    machine's own (:class:`LocalActions`), or another's (the fleet hands
                    its remote actions in)
@@ -31,14 +33,16 @@ journal (the history's cache). The constructor reads no journal and starts no sa
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
 import cockpit.engine.guards as guards
+from cockpit.alerts.targets import Target
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import InputError
+from cockpit.engine.alerting import AlertDispatcher
 from cockpit.engine.build import Observations, build_snapshot
 from cockpit.engine.clockwatch import ClockJump
 from cockpit.engine.evidence import Evidence
@@ -122,7 +126,8 @@ class Engine:
                  read_only: bool = False, clock: Clock | Callable[[], datetime] | None = None,
                  actor: str = "cockpit", journal: EventJournal | None = None,
                  supervisor: Supervisor | None = None, machine: int | None = 1,
-                 peers: PeerSource | None = None, actions: Actions | None = None) -> None:
+                 peers: PeerSource | None = None, actions: Actions | None = None,
+                 alerts: Sequence[Target] = ()) -> None:
         self.campaign = campaign
         # Which machine this cockpit is (D12): it launches, stops and supervises only the
         # stages of this machine. None: `cockpit fleet`, every machine is a peer.
@@ -146,6 +151,7 @@ class Engine:
         self.recorder = Recorder(scope, past, actor=actor)
         self.evidence = Evidence(scope, past, actor=actor)
         self.hooks = HookDispatcher(campaign, past)
+        self.alerting = AlertDispatcher(campaign, past, () if read_only else alerts, machine)
         self.actions: Actions = actions or LocalActions(self.launcher, self.recorder)
         self._opened = False
 
@@ -221,6 +227,7 @@ class Engine:
         self.observer.sample_telemetry(state, now, self.past.journal_once)
         self.past.announce(now)
         self.hooks.run(self.past.fresh, now)  # for the events first seen in this tick
+        self.alerting.run(self.past.fresh, now)  # queued: a dead target never slows this
         self.past.save_cache()  # every CACHE_EVERY_S: a restart folds only the tail
         return self.past.state(now)
 
@@ -346,6 +353,7 @@ class Engine:
         return False
 
     def close(self) -> None:
+        self.alerting.close()
         self.observer.close()
         self.past.close(save=not self.read_only)
 

@@ -9,7 +9,7 @@ actions run on the owning machine (:class:`~cockpit.fleet.remote.RemoteActions`)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -24,7 +24,7 @@ def open_engine(path: str | Path, *, auto: bool = False, actor: str = "cockpit",
                 simulate_gpus: int | None = None, read_only: bool = False,
                 telemetry: bool = True, clock: Clock | Callable[[], datetime] | None = None,
                 machine: int | None = None, fleet: bool = False, pull: str = "once",
-                ) -> Engine:
+                alerts: Sequence[str] | None = None) -> Engine:
     """Load the campaign file, make its peers and samplers, and open the engine.
 
     ``simulate_gpus`` is the ``--simulate-gpus`` value (None: COCKPIT_SIMULATE_GPUS
@@ -33,7 +33,10 @@ def open_engine(path: str | Path, *, auto: bool = False, actor: str = "cockpit",
     1); ``fleet`` makes the read-only engine of `cockpit fleet` (every machine a peer,
     no journal of its own, actions over SSH). With ``machines:`` in the campaign the
     other machines' journals are pulled: ``pull="background"`` in a thread (the faces),
-    ``"once"`` now, within a time limit (one-shot commands), ``"cache"`` not at all."""
+    ``"once"`` now, within a time limit (one-shot commands), ``"cache"`` not at all.
+    ``alerts``: a face sends alerts (None: a one-shot command, none); the targets are
+    the alerts file's and these URLs (``--alerts``)."""
+    from cockpit.alerts.targets import load_targets
     from cockpit.campaign import load_campaign
     from cockpit.journal.writer import NullJournal
     from cockpit.telemetry import simulate_count_from_env
@@ -53,7 +56,9 @@ def open_engine(path: str | Path, *, auto: bool = False, actor: str = "cockpit",
         gpu, host = default_samplers(campaign, simulate_count_from_env(simulate_gpus))
     engine = Engine(campaign, gpu_sampler=gpu, host_sampler=host, auto=auto and not fleet,
                     read_only=read_only or fleet, clock=clock, actor=actor, machine=own,
-                    peers=peers, journal=NullJournal() if fleet else None)
+                    peers=peers, journal=NullJournal() if fleet else None,
+                    alerts=load_targets(urls=alerts) if alerts is not None and not fleet
+                    else ())
     if fleet:
         engine.actions = RemoteActions(campaign, state=engine.state,
                                        pull=_puller(peers))

@@ -98,7 +98,7 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
 
     engine = open_engine(args.file, auto=args.auto, actor="headless",
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
-                         fleet=fleet, pull="background")
+                         fleet=fleet, pull="background", alerts=getattr(args, "alerts", []))
     if args.status_log and not fleet:  # so that `status --line` finds it untold
         record_status_log(args.file, Path(args.status_log))
     loop = HeadlessLoop(args, engine, out or sys.stdout,

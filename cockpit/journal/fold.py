@@ -72,10 +72,11 @@ REFUSED_KEPT = 1000  # events not folded that the state keeps (the newest; the r
 # The fold's dispatch: one handler per kind of the table.
 HANDLERS: Mapping[str, Handler] = {**STAGE_HANDLERS, **RUN_HANDLERS, **RECORD_HANDLERS}
 # Kinds the state does not hold (the records a reader finds in the events themselves:
-# the environment, warnings, exports, hooks, clock jumps, blind rules, verifications).
+# the environment, warnings, exports, hooks, clock jumps, blind rules, verifications,
+# alerts).
 FOLDED_AS_NOTHING = frozenset({
     "environment_recorded", "warning", "hook_started", "clock_jump",
-    "rule_blind", "resume_verified", "verify_started"})
+    "rule_blind", "resume_verified", "verify_started", "alert_sent", "alert_failed"})
 assert set(HANDLERS) | FOLDED_AS_NOTHING == set(EVENT_KINDS), "every kind is folded"
 assert not set(HANDLERS) & FOLDED_AS_NOTHING
 # Kinds whose own events the ownership table never refuses (campaign-wide or local

@@ -340,7 +340,7 @@ def run_tui(args: argparse.Namespace, *,
     fleet = bool(getattr(args, "fleet", False))  # `cockpit fleet` is no machine's face
     engine = open_engine(args.file, auto=bool(args.auto), actor="tui",
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
-                         fleet=fleet, pull="background")
+                         fleet=fleet, pull="background", alerts=getattr(args, "alerts", []))
     app = CockpitApp(engine, interval=float(args.interval), theme=chosen.name, themes=themes,
                      after_tick=after_tick,
                      status_log=None if fleet else CampaignFiles.of(engine.campaign).status_log)

@@ -1,0 +1,202 @@
+"""Alerts during a campaign (issue 26): what the tick's new events say to a person away
+from the screen, sent by a background thread so a dead target never slows the tick.
+
+Delivery is journaled: each (event, target) pair has a key (``alert:NAME:SEQ:LABEL``),
+and an ``alert_sent`` or a final ``alert_failed`` with that key means it is settled
+(a restarted cockpit does not send it again). A failed send is retried with backoff
+(:data:`RETRY_S`) and journaled each time; after the last try it is given up
+(``final``). The send itself can repeat only when the cockpit dies in the seconds
+between a target taking the message and the journal line that says so.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cockpit.alerts.deliver import send
+from cockpit.alerts.message import Alert, body, title
+from cockpit.alerts.targets import Target
+from cockpit.campaign.model import Campaign
+from cockpit.engine.history import History
+from cockpit.engine.hooks import HOOK_MAX_AGE_S, hook_event_name
+from cockpit.engine.snapshot import EventLine
+from cockpit.engine.timebase import parse_t
+
+RETRY_S = (30.0, 120.0, 600.0, 1800.0)  # waits between tries: five tries in ~42 min
+
+
+def alert_of(event: Mapping[str, Any], campaign: Campaign, deciders: set[str]) -> Alert | None:
+    """The alert a journal event is (None: not worth a person's phone)."""
+    file, seq = campaign.path.name, event.get("seq")
+    run, stage = event.get("run"), event.get("stage")
+    name = hook_event_name(event, deciders)
+    kind = event.get("kind")
+    if name == "rule_fired":
+        stop = event.get("action") == "stop"
+        return Alert(f"rule_fired:{seq}", "critical" if stop else "warn",
+                     f"rule {event.get('rule')} fired on {run}: {event.get('reason')}",
+                     f"stopped {run}" if stop else "nothing (a warning rule)",
+                     f"cockpit status {file}; to run it again: cockpit start {file} "
+                     f"{stage} --force")
+    if kind == "stage_finished" and event.get("outcome") == "failed":
+        why = event.get("reason") or f"exit code {event.get('code')}"
+        return Alert(f"stage_failed:{seq}", "critical", f"stage {stage} failed: {why}",
+                     "nothing: the stage is failed",
+                     f"read its log (cockpit status {file}); retry: cockpit start {file} "
+                     f"{stage} --force")
+    if kind == "rule_blind":
+        return Alert(f"rule_blind:{seq}", "warn",
+                     f"rule {event.get('rule')} is blind on {run}: {event.get('reason')}",
+                     "nothing: the rule cannot judge what it cannot see",
+                     f"check the run's metric names (cockpit status {file})")
+    if name == "decision_needed":
+        return Alert(f"decision:{seq}", "warn", f"a decision is needed after {stage}",
+                     "holding the stages after it",
+                     f"cockpit decide {file} continue|limit|revise --stage {stage} --note …")
+    if name == "export_done":
+        verified = bool(event.get("verified"))
+        where = event.get("tar") or event.get("path")
+        return Alert(f"export:{seq}", "info" if verified else "critical",
+                     f"export {'verified' if verified else 'NOT verified'}: {where}",
+                     "wrote the export", "fetch it (the command is in REPORT.md) before "
+                     "the window ends" if verified else f"cockpit export {file} again")
+    if name == "gpu_lost":
+        return Alert(f"gpu_lost:{seq}", "critical", f"GPU lost: {event.get('message')}",
+                     "nothing yet", f"cockpit status {file}")
+    if name == "deadline_near":
+        return Alert(f"deadline:{seq}", "warn", str(event.get("message")),
+                     "warned", f"cockpit plan {file}")
+    return None
+
+
+@dataclass
+class _Job:
+    alert: Alert
+    target: Target
+    key: str
+    seq: Any
+    attempt: int = 1
+    due: float = 0.0  # monotonic time of the next try
+
+
+class AlertSender:
+    """A background thread that sends and journals (through ``record``); never blocks
+    the caller. ``send`` is replaceable for tests at the edge (the default: apprise)."""
+
+    def __init__(self, record: Callable[[_Job, str | None, bool], None],
+                 sender: Callable[..., str | None] = send) -> None:
+        self._record = record
+        self._send = sender
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._waiting: list[_Job] = []
+        self._thread = threading.Thread(target=self._loop, name="cockpit-alerts", daemon=True)
+        self._thread.start()
+        self.texts: dict[str, tuple[str, str]] = {}  # key -> (title, body)
+
+    def put(self, job: _Job, title_text: str, body_text: str) -> None:
+        self.texts[job.key] = (title_text, body_text)
+        self._jobs.put(job)
+
+    def close(self, wait_s: float = 5.0) -> None:
+        self._jobs.put(None)
+        self._thread.join(wait_s)
+
+    def _loop(self) -> None:
+        while True:
+            wait = min((j.due for j in self._waiting), default=None)
+            timeout = None if wait is None else max(0.0, wait - time.monotonic())
+            try:
+                job = self._jobs.get(timeout=timeout)
+            except queue.Empty:
+                job = _NO_JOB
+            if job is None:
+                return
+            if job is not _NO_JOB:
+                self._waiting.append(job)
+            now = time.monotonic()
+            for due in [j for j in self._waiting if j.due <= now]:
+                self._waiting.remove(due)
+                self._try(due)
+
+    def _try(self, job: _Job) -> None:
+        title_text, body_text = self.texts[job.key]
+        why = self._send(job.target, title_text, body_text, job.alert.level)
+        final = why is None or job.attempt > len(RETRY_S)
+        try:
+            self._record(job, why, final)
+        except Exception:  # noqa: BLE001 - a journal that cannot be written: try later
+            final = False
+        if not final:
+            job.due = time.monotonic() + RETRY_S[min(job.attempt - 1, len(RETRY_S) - 1)]
+            job.attempt += 1
+            self._waiting.append(job)
+        else:
+            self.texts.pop(job.key, None)
+
+
+_NO_JOB = _Job(Alert("", "info", "", "", ""), Target("none", "none://"), "", None)
+
+
+class AlertDispatcher:
+    """Turns a tick's new own events into alerts for each target that takes their level;
+    each (event, target) once, whoever restarts (the journal's keys)."""
+
+    def __init__(self, campaign: Campaign, history: History, targets: Sequence[Target],
+                 machine: int | None = None,
+                 sender: Callable[..., str | None] = send) -> None:
+        self.campaign = campaign
+        self.history = history
+        self.targets = tuple(targets)
+        self.machine = machine
+        self._deciders = {s.id for s in campaign.stages if s.decision_point}
+        self._queued: set[str] = set()
+        self.sender = AlertSender(self._journal, sender) if self.targets else None
+
+    def run(self, fresh: tuple[EventLine, ...], now: datetime) -> None:
+        if self.sender is None:
+            return
+        for line in fresh:
+            event = dict(line.fields)
+            if "machine" in event:
+                continue  # another machine's event: its own cockpit alerts
+            alert = alert_of(event, self.campaign, self._deciders)
+            if alert is None:
+                continue
+            if self.history.time.age_s(event.get("seq"), parse_t(event), now) > HOOK_MAX_AGE_S:
+                continue  # history from before this cockpit watched: no burst of old news
+            self.notify(alert, now, event.get("seq"))
+
+    def notify(self, alert: Alert, now: datetime, seq: Any = None) -> None:
+        """Queue ``alert`` for every target that takes its level and has not had it."""
+        assert self.sender is not None
+        head = title(alert, self.campaign.id, self.machine)
+        text = body(alert, self.campaign.package.end, now)
+        for target in self.targets:
+            key = f"alert:{alert.key}:{target.label}"
+            if not target.takes(alert.level) or key in self._queued or \
+                    key in self.history.keys:
+                continue
+            self._queued.add(key)
+            self.sender.put(_Job(alert, target, key, seq), head, text)
+
+    def _journal(self, job: _Job, why: str | None, final: bool) -> None:
+        common = {"key": job.key, "target": job.target.shown, "level": job.alert.level,
+                  "attempt": job.attempt, "what": job.alert.what[:200], "for_seq": job.seq}
+        journal = self.history.journal
+        if why is None:
+            journal.append("alert_sent", **common)
+        else:
+            # Only the final failure carries the key: an earlier one must not settle it.
+            if not final:
+                common.pop("key")
+            journal.append("alert_failed", error=why, final=final, **common)
+
+    def close(self) -> None:
+        if self.sender is not None:
+            self.sender.close()

@@ -1,0 +1,104 @@
+"""Alerts during a real campaign (issue 26): a NaN stop reaches a real HTTP server as a
+critical alert with what happened, what the cockpit did and what to do; delivery is
+journaled by label (never the URL), a restarted cockpit does not send it again, and a
+target that is down is journaled as failed while the others get it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.helpers.alert_server import AlertServer
+from tests.helpers.campaigns import FINITE, step_command, write_campaign
+from tests.helpers.process import wait_for
+
+SECRET = "tk_5e1d7c"
+
+
+def events(folder: Path) -> list[dict]:
+    journal = folder / ".cockpit" / "journal.jsonl"
+    return [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+
+
+def headless(path: Path, *urls: str, until_done: bool = True) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "cockpit", "headless", str(path), "--auto",
+            "--interval", "0.05", *(a for url in urls for a in ("--alerts", url))]
+    if until_done:
+        argv.append("--until-done")
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ,
+                                 "COCKPIT_ALERTS": str(path.parent / "absent.yaml")})
+
+
+def test_a_nan_stop_reaches_the_phone_once_and_a_dead_target_is_journaled(
+        tmp_path: Path) -> None:
+    path = write_campaign(tmp_path, [
+        {"id": "train", "hours": 1, "resource": "cpu", "run": "r1", "category": "exploratory",
+         "command": step_command(steps=400, sleep=0.05, nan_at=6)},
+    ], rules=[FINITE])
+    with AlertServer() as phone, AlertServer(status=500) as broken:
+        urls = (f"json://127.0.0.1:{phone.port}/hook?token={SECRET}",
+                f"json://127.0.0.1:{broken.port}/x")
+        first = headless(path, *urls)
+        out, err = first.communicate(timeout=90)
+        assert first.returncode == 0, out[-2000:] + err[-2000:]
+        alerts = [r.json() for r in phone.requests]
+        fired = [a for a in alerts if "finite-loss" in a["message"]]
+        assert len(fired) == 1, alerts
+        lines = fired[0]["message"].splitlines()
+        assert fired[0]["title"] == "cockpit critical: test-campaign · machine 1"
+        assert lines[0].startswith("rule finite-loss fired on r1: ") and "nan" in lines[0]
+        assert lines[1] == "done: stopped r1"
+        assert lines[2].startswith("you: cockpit status campaign.yaml")
+        assert lines[3].endswith("left in the window") or "window" in lines[3]
+        journal = events(tmp_path)
+        sent = [e for e in journal if e["kind"] == "alert_sent"]
+        assert [e["target"] for e in sent if "finite" in e["what"]] == ["cli-1 (json)"]
+        failed = [e for e in journal if e["kind"] == "alert_failed"]
+        assert failed and failed[0]["target"] == "cli-2 (json)"
+        assert "HTTP 500" in failed[0]["error"]
+        text = (tmp_path / ".cockpit" / "journal.jsonl").read_text()
+        assert SECRET not in text and "127.0.0.1" not in text  # no URL in the journal
+
+        # A restart (the run is over, its events are history): nothing is sent again.
+        before = len(phone.requests)
+        again = headless(path, *urls, until_done=False)
+        time.sleep(3)
+        again.kill()
+        again.communicate(timeout=30)
+        assert len(phone.requests) == before
+
+
+def test_a_dead_target_never_slows_the_tick(tmp_path: Path) -> None:
+    """The sender is a thread: a target that never answers costs the tick nothing."""
+    from datetime import datetime, timezone
+
+    from cockpit.alerts.message import Alert
+    from cockpit.alerts.targets import Target
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+
+    path = write_campaign(tmp_path, [{"id": "idle", "hours": 1, "resource": "human"}])
+    slow: list[float] = []
+
+    def never_answers(*_args: object) -> str:
+        time.sleep(5)
+        slow.append(time.monotonic())
+        return "no connection"
+
+    engine = Engine(load_campaign(path), alerts=[Target("dead", "json://10.255.255.1/x")])
+    engine.alerting.sender._send = never_answers  # type: ignore[union-attr]
+    engine.tick()
+    now = datetime.now(timezone.utc)
+    began = time.perf_counter()
+    engine.alerting.notify(Alert("k1", "critical", "x", "y", "z"), now)
+    ticks = [engine.tick() for _ in range(5)]
+    spent = time.perf_counter() - began
+    assert len(ticks) == 5 and spent < 2.0, spent  # five ticks while a send hangs for 5 s
+    wait_for(lambda: slow, timeout=20, what="the hanging send to end")
+    wait_for(lambda: any(e["kind"] == "alert_failed" for e in events(tmp_path)), timeout=10)
+    engine.close()
