@@ -77,7 +77,7 @@ def run_demo(args: argparse.Namespace) -> int:
         from cockpit.tui.app import run_tui
 
         tui_args = argparse.Namespace(file=str(path), interval=args.interval, theme=None,
-                                      auto=True, no_mouse=False,
+                                      auto=True, no_mouse=False, alerts=args.alerts,
                                       simulate_gpus=args.simulate_gpus)
         code = run_tui(tui_args, after_tick=play_person)
         print(summary(path))
@@ -88,7 +88,8 @@ def run_demo(args: argparse.Namespace) -> int:
 def _run_headless(path: Path, args: argparse.Namespace) -> int:
     from cockpit.fleet.open import open_engine
 
-    engine = open_engine(path, auto=True, actor="demo", simulate_gpus=args.simulate_gpus)
+    engine = open_engine(path, auto=True, actor="demo", simulate_gpus=args.simulate_gpus,
+                         alerts=args.alerts)
     deadline = time.monotonic() + args.timeout
     try:
         while True:

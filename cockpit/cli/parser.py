@@ -146,6 +146,7 @@ def _add_start_commands(sub: Any) -> None:
     p.add_argument("--interval", type=_positive_seconds, default=0.5, metavar="SECONDS")
     p.add_argument("--timeout", type=_positive_seconds, default=1800, metavar="SECONDS")
     p.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
+    _alerts(p)
     _simulate(p)
     p.set_defaults(handler=cmd_demo)
 
