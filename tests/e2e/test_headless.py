@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -21,7 +22,7 @@ from cockpit.headless.status_line import status_line
 from cockpit.headless.status_log import RotatingFile, compact_json, dumps
 from cockpit.telemetry import GpuSampler
 from tests.helpers.campaigns import FINITE, step_command, write_campaign
-from tests.helpers.process import SAMPLES, run_cockpit
+from tests.helpers.process import SAMPLES, run_cockpit, wait_for
 
 FAMILIES = {
     "cockpit_window_seconds_left", "cockpit_forecast_slack_seconds",
@@ -34,13 +35,6 @@ FAMILIES = {
 def events(folder: Path) -> list[dict]:
     text = (folder / ".cockpit" / "journal.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines()]
-
-
-def wait_for(predicate, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 @pytest.mark.slow  # the quick sample to its close
@@ -195,12 +189,18 @@ def test_headless_says_what_needs_a_person_once_then_every_remind(tmp_path: Path
     proc = subprocess.Popen([sys.executable, "-m", "cockpit", "headless", str(path),
                              "--interval", "0.1", "--remind", "1s"],
                             stdout=subprocess.PIPE, text=True)
-    time.sleep(2.6)
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.extend(iter(proc.stdout.readline, "")))
+    reader.start()  # (a busy box starts the interpreter slowly: wait for the lines)
+    wait_for(lambda: sum("NEEDS A PERSON" in line for line in read) >= 2, timeout=60,
+             what="the first line and one reminder")
     decided = run_cockpit("decide", str(path), "continue", "--stage", "pilot", "--note", "ok")
     assert decided.returncode == 0, decided.stderr
     time.sleep(1.5)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=20)
+    proc.wait(timeout=20)
+    reader.join(timeout=20)
+    out = "".join(read)
     said = [line for line in out.splitlines() if "NEEDS A PERSON" in line]
     assert said and "decision needed at pilot" in said[0] and "(still)" not in said[0]
     assert 2 <= len(said) <= 4, said  # at once, then about every second, not every tick
