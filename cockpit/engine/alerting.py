@@ -4,9 +4,10 @@ from the screen, sent by a background thread so a dead target never slows the ti
 Delivery is journaled: each (event, target) pair has a key (``alert:NAME:SEQ:LABEL``),
 and an ``alert_sent`` or a final ``alert_failed`` with that key means it is settled
 (a restarted cockpit does not send it again). A failed send is retried with backoff
-(:data:`RETRY_S`) and journaled each time; after the last try it is given up
-(``final``). The send itself can repeat only when the cockpit dies in the seconds
-between a target taking the message and the journal line that says so.
+(:data:`RETRY_S`) and journaled each time, with its words: a restarted cockpit tries
+an unsettled one again. After the last try it is given up (``final``). The send itself
+can repeat only when the cockpit dies in the seconds between a target taking the
+message and the journal line that says so.
 """
 
 from __future__ import annotations
@@ -156,11 +157,38 @@ class AlertDispatcher:
         self.machine = machine
         self._deciders = {s.id for s in campaign.stages if s.decision_point}
         self._queued: set[str] = set()
+        self._resumed = False
         self.sender = AlertSender(self._journal, sender) if self.targets else None
+
+    def _resume_unsettled(self) -> None:
+        """Alerts an earlier cockpit failed to send and had not given up on (its newest
+        journal lines): tried again now, from the attempt after its last."""
+        assert self.sender is not None
+        by_label = {t.label: t for t in self.targets}
+        last: dict[str, Mapping[str, Any]] = {}
+        for event in self.history.journal.recent():
+            ev: Mapping[str, Any] = event  # as read: any field may hold anything
+            if ev.get("kind") == "alert_failed" and isinstance(ev.get("alert"), str):
+                last[ev["alert"]] = ev
+        for key, ev in last.items():  # the newest line of each key
+            label = key.rsplit(":", 1)[-1]
+            target = by_label.get(label)
+            if target is None or key in self.history.keys or key in self._queued:
+                continue  # settled, or a target no longer configured
+            alert = Alert(key[len("alert:"):].rsplit(":", 1)[0], str(ev.get("level")),
+                          str(ev.get("what")), "", "")
+            attempt = ev.get("attempt")
+            self._queued.add(key)
+            self.sender.put(_Job(alert, target, key, ev.get("for_seq"),
+                                 attempt=(attempt if isinstance(attempt, int) else 0) + 1),
+                            str(ev.get("title", "")), str(ev.get("body", "")))
 
     def run(self, fresh: tuple[EventLine, ...], now: datetime) -> None:
         if self.sender is None:
             return
+        if not self._resumed:
+            self._resumed = True
+            self._resume_unsettled()
         for line in fresh:
             event = dict(line.fields)
             if "machine" in event:
@@ -186,16 +214,18 @@ class AlertDispatcher:
             self.sender.put(_Job(alert, target, key, seq), head, text)
 
     def _journal(self, job: _Job, why: str | None, final: bool) -> None:
-        common = {"key": job.key, "target": job.target.shown, "level": job.alert.level,
+        common = {"alert": job.key, "target": job.target.shown, "level": job.alert.level,
                   "attempt": job.attempt, "what": job.alert.what[:200], "for_seq": job.seq}
         journal = self.history.journal
         if why is None:
-            journal.append("alert_sent", **common)
-        else:
-            # Only the final failure carries the key: an earlier one must not settle it.
-            if not final:
-                common.pop("key")
-            journal.append("alert_failed", error=why, final=final, **common)
+            journal.append("alert_sent", key=job.key, **common)
+        elif final:  # given up: the key settles it
+            journal.append("alert_failed", key=job.key, error=why, final=True, **common)
+        else:  # the words kept, so a restarted cockpit can try again (no URL in them)
+            assert self.sender is not None
+            head, text = self.sender.texts.get(job.key, ("", ""))
+            journal.append("alert_failed", error=why, final=False, title=head, body=text,
+                           **common)
 
     def close(self) -> None:
         if self.sender is not None:

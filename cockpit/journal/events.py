@@ -219,11 +219,12 @@ _KINDS = (
               f"(pid {ev.get('pid')})"),
     # The target is named by label and scheme, never its URL (it holds a token).
     _kind("alert_sent", LOCAL, "engine.alerting (its sender thread)",
-              ("key", "target", "level", "attempt", "what", "for_seq"),
+              ("key", "alert", "target", "level", "attempt", "what", "for_seq"),
               lambda ev: f"alert sent to {ev.get('target')} ({ev.get('level')}): "
                          f"{ev.get('what')}"),
     _kind("alert_failed", LOCAL, "engine.alerting (its sender thread)",
-              ("key", "target", "level", "attempt", "what", "error", "final", "for_seq"),
+              ("key", "alert", "target", "level", "attempt", "what", "error", "final",
+               "title", "body", "for_seq"),
               lambda ev: f"alert to {ev.get('target')} failed (attempt {ev.get('attempt')}"
                          f"{', given up' if ev.get('final') else ''}): {ev.get('error')}"),
 )

@@ -21,6 +21,8 @@ SECRET = "tk_5e1d7c"
 
 def events(folder: Path) -> list[dict]:
     journal = folder / ".cockpit" / "journal.jsonl"
+    if not journal.exists():
+        return []  # nothing journaled yet
     return [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
 
 
@@ -102,3 +104,44 @@ def test_a_dead_target_never_slows_the_tick(tmp_path: Path) -> None:
     wait_for(lambda: slow, timeout=20, what="the hanging send to end")
     wait_for(lambda: any(e["kind"] == "alert_failed" for e in events(tmp_path)), timeout=10)
     engine.close()
+
+
+def test_an_unsettled_alert_is_sent_by_the_next_cockpit_and_then_never_again(
+        tmp_path: Path) -> None:
+    """A target down when the alert came: the failure is journaled with the alert's
+    words; the next cockpit sends it once the target is back; a third sends nothing."""
+    from datetime import datetime, timezone
+
+    from cockpit.alerts.message import Alert
+    from cockpit.alerts.targets import Target
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+
+    path = write_campaign(tmp_path, [{"id": "idle", "hours": 1, "resource": "human"}])
+    with AlertServer(status=503) as server:
+        target = Target("phone", f"json://127.0.0.1:{server.port}/hook?token={SECRET}")
+        first = Engine(load_campaign(path), alerts=[target])
+        first.tick()
+        first.alerting.notify(Alert("rule_fired:7", "critical", "rule x fired on r1",
+                                    "stopped r1", "cockpit status c.yaml"),
+                              datetime.now(timezone.utc), seq=7)
+        wait_for(lambda: any(e["kind"] == "alert_failed" for e in events(tmp_path)),
+                 timeout=30, what="the first failure")
+        first.close()  # its retry was 30 s away: the next cockpit must not forget it
+        server.status = 200
+        second = Engine(load_campaign(path), alerts=[target])
+        second.tick()
+        wait_for(lambda: any(e["kind"] == "alert_sent" for e in events(tmp_path)),
+                 timeout=30, what="the resend")
+        second.close()
+        third = Engine(load_campaign(path), alerts=[target])
+        third.tick()
+        time.sleep(1.0)
+        third.close()
+    bodies = [r.json()["message"] for r in server.requests]
+    assert len(bodies) == 2 and bodies[0] == bodies[1]  # the same words, once delivered
+    assert bodies[1].splitlines()[:2] == ["rule x fired on r1", "done: stopped r1"]
+    sent = [e for e in events(tmp_path) if e["kind"] == "alert_sent"]
+    assert len(sent) == 1 and sent[0]["attempt"] == 2
+    assert sent[0]["key"] == "alert:rule_fired:7:phone"
+    assert SECRET not in (tmp_path / ".cockpit" / "journal.jsonl").read_text()
