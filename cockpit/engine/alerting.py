@@ -7,7 +7,8 @@ and an ``alert_sent`` or a final ``alert_failed`` with that key means it is sett
 (:data:`RETRY_S`) and journaled each time, with its words: a restarted cockpit tries
 an unsettled one again. After the last try it is given up (``final``). The send itself
 can repeat only when the cockpit dies in the seconds between a target taking the
-message and the journal line that says so.
+message and the journal line that says so. A target gets at most :data:`RATE_LIMIT`
+warnings an hour one by one (:class:`RateLimit`); the rest go out as one digest.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,12 +26,15 @@ from cockpit.alerts.deliver import send
 from cockpit.alerts.message import Alert, body, title
 from cockpit.alerts.targets import Target
 from cockpit.campaign.model import Campaign
+from cockpit.common.durations import format_duration
 from cockpit.engine.history import History
 from cockpit.engine.hooks import HOOK_MAX_AGE_S, hook_event_name
 from cockpit.engine.snapshot import EventLine
 from cockpit.engine.timebase import parse_t
 
 RETRY_S = (30.0, 120.0, 600.0, 1800.0)  # waits between tries: five tries in ~42 min
+RATE_LIMIT = 10  # warnings and infos a target gets one by one per RATE_WINDOW_S
+RATE_WINDOW_S = 3600.0
 
 
 def alert_of(event: Mapping[str, Any], campaign: Campaign, deciders: set[str]) -> Alert | None:
@@ -144,6 +149,42 @@ class AlertSender:
 _NO_JOB = _Job(Alert("", "info", "", "", ""), Target("none", "none://"), "", None)
 
 
+class RateLimit:
+    """Per target: at most ``limit`` warnings and infos one by one in ``window_s``; the
+    rest are held and go out as one digest when the window has room again. A critical
+    alert always goes at once (it also counts against the window)."""
+
+    def __init__(self, limit: int = RATE_LIMIT, window_s: float = RATE_WINDOW_S) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self._sent: dict[str, deque[float]] = {}
+        self.held: dict[str, list[str]] = {}  # label -> what each held alert said
+
+    def admit(self, label: str, alert: Alert, at: float) -> bool:
+        sent = self._recent(label, at)
+        if alert.level != "critical" and (len(sent) >= self.limit or self.held.get(label)):
+            self.held.setdefault(label, []).append(alert.what)
+            return False
+        sent.append(at)
+        return True
+
+    def digests(self, at: float) -> list[tuple[str, list[str]]]:
+        """The held alerts of each target whose window has room again (taken)."""
+        out = []
+        for label in [lb for lb, held in self.held.items() if held]:
+            sent = self._recent(label, at)
+            if len(sent) < self.limit:
+                sent.append(at)
+                out.append((label, self.held.pop(label)))
+        return out
+
+    def _recent(self, label: str, at: float) -> deque[float]:
+        sent = self._sent.setdefault(label, deque())
+        while sent and sent[0] <= at - self.window_s:
+            sent.popleft()
+        return sent
+
+
 class AlertDispatcher:
     """Turns a tick's new own events into alerts for each target that takes their level;
     each (event, target) once, whoever restarts (the journal's keys)."""
@@ -158,6 +199,7 @@ class AlertDispatcher:
         self._deciders = {s.id for s in campaign.stages if s.decision_point}
         self._queued: set[str] = set()
         self._resumed = False
+        self.limit = RateLimit()
         self.sender = AlertSender(self._journal, sender) if self.targets else None
 
     def _resume_unsettled(self) -> None:
@@ -199,6 +241,23 @@ class AlertDispatcher:
             if self.history.time.age_s(event.get("seq"), parse_t(event), now) > HOOK_MAX_AGE_S:
                 continue  # history from before this cockpit watched: no burst of old news
             self.notify(alert, now, event.get("seq"))
+        self._send_digests(now)
+
+    def _send_digests(self, now: datetime) -> None:
+        assert self.sender is not None
+        by_label = {t.label: t for t in self.targets}
+        for label, held in self.limit.digests(time.monotonic()):
+            shown = "; ".join(held[:3]) + (f"; and {len(held) - 3} more" if len(held) > 3 else "")
+            alert = Alert(f"digest:{now.timestamp():.0f}:{len(held)}", "warn",
+                          f"{len(held)} more alert{'s' if len(held) > 1 else ''} in the last "
+                          f"{format_duration(self.limit.window_s)}, held back: {shown}",
+                          f"held them back (at most {self.limit.limit} one by one)",
+                          f"cockpit status {self.campaign.path.name}")
+            key = f"alert:{alert.key}:{label}"
+            self._queued.add(key)
+            self.sender.put(_Job(alert, by_label[label], key, None),
+                            title(alert, self.campaign.id, self.machine),
+                            body(alert, self.campaign.package.end, now))
 
     def notify(self, alert: Alert, now: datetime, seq: Any = None) -> None:
         """Queue ``alert`` for every target that takes its level and has not had it."""
@@ -211,6 +270,8 @@ class AlertDispatcher:
                     key in self.history.keys:
                 continue
             self._queued.add(key)
+            if not self.limit.admit(target.label, alert, time.monotonic()):
+                continue  # counted: it goes out in the target's next digest
             self.sender.put(_Job(alert, target, key, seq), head, text)
 
     def _journal(self, job: _Job, why: str | None, final: bool) -> None:

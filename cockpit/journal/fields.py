@@ -118,6 +118,10 @@ FIELD_TYPES: Mapping[str, FieldType] = {
     "amount": FieldType(lambda v: isinstance(v, str) or _number(v), "an amount"),
     "manual": FieldType(_optional(lambda v: isinstance(v, bool)), "true or false"),
     "note": _TEXT,
+    "target": FieldType(_optional(_text), quick=_STR, expected="an alert target (label (scheme))"),
+    "level": FieldType(_optional(_text), quick=_STR, expected="an alert level"),
+    "what": _TEXT,
+    "alert": FieldType(_optional(_text), quick=_STR, expected="an alert key"),
     "text": _TEXT,
     # Monotonic measures and claim owners (issue 21: time that cannot jump, claims expire).
     "elapsed_s": _SECONDS,

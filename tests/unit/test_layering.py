@@ -32,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "cockpit"
 
-LAYERS = ["common", "campaign", "telemetry", "journal", "planning", "runs", "close", "export",
+LAYERS = ["common", "campaign", "alerts", "telemetry", "journal", "planning", "runs", "close",
+          "export",
           "engine", "fleet", "headless", "tui", "cli"]
 TOP_MODULES = {"__init__", "__main__", "report", "resume"}
 TOP_PACKAGES = set(LAYERS) | {"assets"}
