@@ -15,7 +15,6 @@ its URL.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.yamlread import Located, parse_yaml, read_text
+from cockpit.common.config import config_file
 from cockpit.common.errors import InputError, Problem
 
 LEVELS = ("info", "warn", "critical")
@@ -51,11 +51,7 @@ class Target:
 
 
 def alerts_path() -> Path:
-    env = os.environ.get("COCKPIT_ALERTS")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "cockpit" / "alerts.yaml"
+    return config_file("COCKPIT_ALERTS", "alerts.yaml")
 
 
 def load_targets(path: Path | None = None, urls: Sequence[str] = ()) -> list[Target]:

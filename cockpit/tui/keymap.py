@@ -12,20 +12,17 @@ Unknown ids and malformed lines are reported (shown as a warning), never fatal.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+
+from cockpit.common.config import config_file
 
 LINE = re.compile(r"""^\s*([A-Za-z0-9_.-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(?:#.*)?$""")
 
 
 def keymap_path() -> Path:
-    env = os.environ.get("COCKPIT_KEYMAP")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "cockpit" / "keymap.toml"
+    return config_file("COCKPIT_KEYMAP", "keymap.toml")
 
 
 def parse_keymap(text: str, known: Iterable[str]) -> tuple[dict[str, str], list[str]]:
