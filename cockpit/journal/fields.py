@@ -184,6 +184,10 @@ class Event(_Keywords, total=False):
     owner_pid: int | None
     owner_start: float | None
     limit_s: float | None
+    target: str | None
+    level: str | None
+    what: str | None
+    alert: str | None
     # Fields with no check on read: free-form JSON, untrusted.
     path: Any
     text_z: Any
