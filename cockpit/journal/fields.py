@@ -222,6 +222,9 @@ class Event(_Keywords, total=False):
     from_step: Any
     compared: Any
     diverged_step: Any
+    title: Any
+    body: Any
+    final: Any
     message: Any
     seconds: Any
     retry: Any
