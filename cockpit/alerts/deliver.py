@@ -31,7 +31,10 @@ def send(target: Target, title: str, body: str, level: str,
     logger = logging.getLogger("apprise")
     logger.addHandler(errors)
     try:
-        ok = box.notify(body=body, title=title, notify_type=kind, timeout=timeout)
+        # The words are plain text: said so, apprise escapes them for an HTML or a
+        # Markdown target and keeps the lines (unsaid, an email's four ran together).
+        ok = box.notify(body=body, title=title, notify_type=kind,
+                        body_format=apprise.NotifyFormat.TEXT, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - a plugin's bug is a failed send, not ours
         return exc.__class__.__name__
     finally:
