@@ -25,6 +25,9 @@ class Alert:
     what: str  # what happened
     did: str  # what the cockpit did about it
     todo: str  # what the person can do: the exact command, or "nothing"
+    # Its family (rule_fired, decision, gpu…: cockpit.campaign.model.ALERT_KINDS), which
+    # the campaign's ``alerts.send`` routes by; empty: every target.
+    kind: str = ""
 
 
 def title(alert: Alert, campaign: str, machine: int | None) -> str:

@@ -25,6 +25,7 @@ from cockpit.campaign.model import (
     Stage,
     with_pilot_roles,
 )
+from cockpit.campaign.sections_alerts import read_alerts
 from cockpit.campaign.sections_close import (
     check_conclusion,
     read_conclusion,
@@ -48,7 +49,7 @@ ROLES = ("control", "data_check", "resume_check", "pilot", "export", "retrieval"
 
 # The sections beyond the package and stages, each read by its own module.
 SECTION_KEYS = ("runs", "hooks", "stop_rules", "settings", "conclusion", "deadline", "on_deadline",
-                "machines")
+                "machines", "alerts")
 TOP_KEYS = ("campaign", "question", "package", "offers", "stages") + SECTION_KEYS
 PACKAGE_KEYS = ("offer", "count", "start", "order_ref")
 OFFER_KEYS = ("id", "gpu", "gpus", "days", "price", "currency")
@@ -93,6 +94,7 @@ def load_campaign_text(text: str, path: str | Path) -> Campaign:
     deadline = read_deadline(check, data.get("deadline"), ("deadline",))
     on_deadline = read_on_deadline(check, data.get("on_deadline"), ("on_deadline",))
     machines = read_machines(check, data.get("machines"), ("machines",))
+    alerts = read_alerts(check, data.get("alerts"), ("alerts",))
     # Checks across sections, once every section is read.
     check_rule_runs(check, stop_rules, runs)
     check_conclusion(check, conclusion, runs)
@@ -118,6 +120,7 @@ def load_campaign_text(text: str, path: str | Path) -> Campaign:
         deadline=deadline,
         on_deadline=on_deadline,
         machines=machines,
+        alerts=alerts,
     )
 
 

@@ -27,60 +27,20 @@ from cockpit.alerts.message import Alert, body, title
 from cockpit.alerts.targets import Target
 from cockpit.campaign.model import Campaign
 from cockpit.common.durations import format_duration
+from cockpit.engine.alert_kinds import alert_of, closed_alert, peer_alert, wait_alerts
 from cockpit.engine.history import History
-from cockpit.engine.hooks import HOOK_MAX_AGE_S, hook_event_name
+from cockpit.engine.hooks import HOOK_MAX_AGE_S
 from cockpit.engine.snapshot import EventLine
 from cockpit.engine.timebase import parse_t
 
 RETRY_S = (30.0, 120.0, 600.0, 1800.0)  # waits between tries: five tries in ~42 min
 RATE_LIMIT = 10  # warnings and infos a target gets one by one per RATE_WINDOW_S
 RATE_WINDOW_S = 3600.0
-
-
-def alert_of(event: Mapping[str, Any], campaign: Campaign, deciders: set[str]) -> Alert | None:
-    """The alert a journal event is (None: not worth a person's phone)."""
-    file, seq = campaign.path.name, event.get("seq")
-    run, stage = event.get("run"), event.get("stage")
-    name = hook_event_name(event, deciders)
-    kind = event.get("kind")
-    if name == "rule_fired":
-        stop = event.get("action") == "stop"
-        return Alert(f"rule_fired:{seq}", "critical" if stop else "warn",
-                     f"rule {event.get('rule')} fired on {run}: {event.get('reason')}",
-                     f"stopped {run}" if stop else "nothing (a warning rule)",
-                     f"cockpit status {file}; to run it again: cockpit start {file} "
-                     f"{stage} --force")
-    if kind == "stage_finished" and event.get("outcome") == "failed":
-        why = event.get("reason") or f"exit code {event.get('code')}"
-        return Alert(f"stage_failed:{seq}", "critical", f"stage {stage} failed: {why}",
-                     "nothing: the stage is failed",
-                     f"read its log (cockpit status {file}); retry: cockpit start {file} "
-                     f"{stage} --force")
-    if kind == "rule_blind":
-        return Alert(f"rule_blind:{seq}", "warn",
-                     f"rule {event.get('rule')} is blind on {run}: {event.get('reason')}",
-                     "nothing: the rule cannot judge what it cannot see",
-                     f"check the run's metric names (cockpit status {file})")
-    if name == "decision_needed":
-        return Alert(f"decision:{seq}", "warn", f"a decision is needed after {stage}",
-                     "holding the stages after it",
-                     f"cockpit decide {file} continue|limit|revise --stage {stage} --note …")
-    if name == "export_done":
-        verified = bool(event.get("verified"))
-        where = event.get("tar") or event.get("path")
-        return Alert(f"export:{seq}", "info" if verified else "critical",
-                     f"export {'verified' if verified else 'NOT verified'}: {where}",
-                     "wrote the export", "fetch it (the command is in REPORT.md) before "
-                     "the window ends" if verified else f"cockpit export {file} again")
-    if name == "gpu_lost":
-        return Alert(f"gpu_lost:{seq}", "critical", f"GPU lost: {event.get('message')}",
-                     "nothing yet", f"cockpit status {file}")
-    if name == "deadline_near":
-        return Alert(f"deadline:{seq}", "warn", str(event.get("message")),
-                     "warned", f"cockpit plan {file}")
-    return None
-
-
+PEER_ALERT_S = 300.0  # a peer unreachable this long is worth a phone (not one failed pull)
+PEER_CHECK_S = 15.0  # how often the peers' views are read for it (each reads files)
+# Events that may close the campaign: the "closed" alert is looked for after one of them.
+CLOSING_KINDS = frozenset({"result_accepted", "result_rejected", "stage_finished",
+                           "stage_skipped", "stage_dropped", "decision"})
 @dataclass
 class _Job:
     alert: Alert
@@ -200,6 +160,11 @@ class AlertDispatcher:
         self._queued: set[str] = set()
         self._resumed = False
         self.limit = RateLimit()
+        # The seq of each own stage's newest end and each run attempt's end seen appear
+        # while this cockpit watched: their ages are monotonic (the waits' alerts).
+        self._ends: dict[tuple[Any, ...], int] = {}
+        self._peers_at: float | None = None  # monotonic time of the last look at the peers
+        self._unreached: dict[int, float] = {}  # machine -> monotonic time first seen so
         self.sender = AlertSender(self._journal, sender) if self.targets else None
 
     def _resume_unsettled(self) -> None:
@@ -217,8 +182,9 @@ class AlertDispatcher:
             target = by_label.get(label)
             if target is None or key in self.history.keys or key in self._queued:
                 continue  # settled, or a target no longer configured
-            alert = Alert(key[len("alert:"):].rsplit(":", 1)[0], str(ev.get("level")),
-                          str(ev.get("what")), "", "")
+            name = key[len("alert:"):].rsplit(":", 1)[0]
+            alert = Alert(name, str(ev.get("level")), str(ev.get("what")), "", "",
+                          kind=name.split(":", 1)[0])
             attempt = ev.get("attempt")
             self._queued.add(key)
             self.sender.put(_Job(alert, target, key, ev.get("for_seq"),
@@ -231,43 +197,101 @@ class AlertDispatcher:
         if not self._resumed:
             self._resumed = True
             self._resume_unsettled()
+        closing = False
         for line in fresh:
             event = dict(line.fields)
+            closing = closing or (not line.earlier and line.kind in CLOSING_KINDS)
             if "machine" in event:
                 continue  # another machine's event: its own cockpit alerts
+            self._note_end(line, event)
             alert = alert_of(event, self.campaign, self._deciders)
             if alert is None:
                 continue
             if self.history.time.age_s(event.get("seq"), parse_t(event), now) > HOOK_MAX_AGE_S:
                 continue  # history from before this cockpit watched: no burst of old news
             self.notify(alert, now, event.get("seq"))
+        self._without_events(closing, now)
         self._send_digests(now)
+
+    def _note_end(self, line: EventLine, event: Mapping[str, Any]) -> None:
+        if line.earlier:
+            return  # journaled before this cockpit opened: its wall age stands in
+        if line.kind == "stage_finished":
+            self._ends[("stage", event.get("stage"))] = line.seq
+        elif line.kind in ("run_exited", "stop_done"):
+            self._ends.setdefault(("run", event.get("run"), event.get("attempt")), line.seq)
+
+    def _without_events(self, closing: bool, now: datetime) -> None:
+        """The alerts no new journal event carries: the waits, an unreachable peer, the
+        campaign closed (after an event that may close it; machine 1 says it)."""
+        if self.history.time.holding():
+            return  # the clock just jumped: no age is trusted until it settles
+        state = self.history.state(now)
+
+        def age_of(what: str, ident: str, ended_at: datetime) -> float:
+            attempt = () if what == "stage" else (state.runs[ident].attempt,)
+            seq = self._ends.get((what, ident, *attempt))
+            return self.history.time.age_s(seq, ended_at, now)
+
+        for alert in wait_alerts(self.campaign, state, age_of, self.machine):
+            self.notify(alert, now)
+        self._peer_alerts(now)
+        closed = closed_alert(self.campaign, state, now) \
+            if closing and self.machine in (None, 1) else None
+        if closed is not None:
+            self.notify(closed, now)
+
+    def _peer_alerts(self, now: datetime) -> None:
+        mono = self.history.time.mono()
+        if self.history.peers is None or (
+                self._peers_at is not None and mono - self._peers_at < PEER_CHECK_S):
+            return
+        self._peers_at = mono
+        wall = time.time()  # the views' ages are on the wall clock of their pulls
+        for view in self.history.machine_views():
+            if view.reachable is not False:
+                self._unreached.pop(view.machine, None)
+                continue
+            first = self._unreached.setdefault(view.machine, mono)
+            age = view.data_age_s
+            if (age if age is not None else mono - first) >= PEER_ALERT_S:
+                last_ok = None if age is None else round(wall - age)
+                self.notify(peer_alert(view, last_ok, self.campaign.path.name), now)
 
     def _send_digests(self, now: datetime) -> None:
         assert self.sender is not None
         by_label = {t.label: t for t in self.targets}
         for label, held in self.limit.digests(time.monotonic()):
+            if not self.routed("digest", label):
+                continue  # the campaign sends digests elsewhere: held alerts dropped here
             shown = "; ".join(held[:3]) + (f"; and {len(held) - 3} more" if len(held) > 3 else "")
             alert = Alert(f"digest:{now.timestamp():.0f}:{len(held)}", "warn",
                           f"{len(held)} more alert{'s' if len(held) > 1 else ''} in the last "
                           f"{format_duration(self.limit.window_s)}, held back: {shown}",
                           f"held them back (at most {self.limit.limit} one by one)",
-                          f"cockpit status {self.campaign.path.name}")
+                          f"cockpit status {self.campaign.path.name}", kind="digest")
             key = f"alert:{alert.key}:{label}"
             self._queued.add(key)
             self.sender.put(_Job(alert, by_label[label], key, None),
                             title(alert, self.campaign.id, self.machine),
                             body(alert, self.campaign.package.end, now))
 
+    def routed(self, kind: str, label: str) -> bool:
+        """Whether the campaign's ``alerts.send`` lets a kind go to a label (a kind it
+        does not name goes to every target)."""
+        labels = self.campaign.alerts.send.get(kind)
+        return labels is None or label in labels
+
     def notify(self, alert: Alert, now: datetime, seq: Any = None) -> None:
-        """Queue ``alert`` for every target that takes its level and has not had it."""
+        """Queue ``alert`` for every target that takes its level, that the campaign
+        routes its kind to, and that has not had it."""
         assert self.sender is not None
         head = title(alert, self.campaign.id, self.machine)
         text = body(alert, self.campaign.package.end, now)
         for target in self.targets:
             key = f"alert:{alert.key}:{target.label}"
-            if not target.takes(alert.level) or key in self._queued or \
-                    key in self.history.keys:
+            if not target.takes(alert.level) or not self.routed(alert.kind, target.label) \
+                    or key in self._queued or key in self.history.keys:
                 continue
             self._queued.add(key)
             if not self.limit.admit(target.label, alert, time.monotonic()):

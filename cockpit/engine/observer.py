@@ -4,8 +4,9 @@ Each step it polls the metric streams of this machine's runs (the new points of 
 current attempt; checkpoint reports fed to their scanners), scans checkpoint folders,
 and tells the guards what it saw of each run (:class:`~cockpit.engine.guards.RunSeen`:
 the new points, ages and silences on the monotonic clock). Once per tick it samples
-telemetry (GPUs, host): a lost GPU or an Xid is journaled once; idle GPUs while a GPU
-stage runs are a warning. What it holds (streams, checkpoint scans, readings) goes
+telemetry (GPUs, host): a lost GPU or an Xid is journaled once, and so are a GPU's
+clocks held down and a disk running low when each begins; idle GPUs while a GPU stage
+runs are a warning. What it holds (streams, checkpoint scans, readings) goes
 into the snapshot.
 """
 
@@ -16,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.units import format_bytes
 from cockpit.engine.guards import RunSeen
 from cockpit.engine.ports import GpuSource, HostSource, Supervisor, ancestor_run
 from cockpit.engine.scope import Scope
@@ -29,9 +31,11 @@ from cockpit.runs.metrics.stream import MetricPoint, MetricStream
 from cockpit.runs.rules import step_interval
 from cockpit.runs.supervisor import stage_gpus
 from cockpit.telemetry import GpuReading, HostInfo, IdleDetector
+from cockpit.telemetry.nvml.vocabulary import ALARMING_THROTTLE
 
 # A once-only journal writer: (kind, key, now, **fields) -> written.
 JournalOnce = Callable[..., bool]
+THROTTLE_EVENT = "gpu_throttle"  # a GPU's clocks held down (thermal, power brake): journaled
 
 # A stream cache is written when a stream moved and this much engine time passed since
 # its last write, or when it moved by more than this many bytes; and at close.
@@ -68,6 +72,7 @@ class Observer:
         settings = self.campaign.settings
         self._idle: dict[int, IdleDetector] = {}
         self._idle_args = (settings.idle_util_pct, settings.idle_grace_s)
+        self._held: set[str] = set()  # GPUs held down and disks low at the last sample
 
     def start(self) -> None:
         """Start sampling the GPUs (NVML init; a background sampler thread)."""
@@ -212,6 +217,32 @@ class Observer:
             self.host = self.host_sampler.sample()
             warnings.extend(self.host.warnings)
         self.warnings = tuple(warnings)
+        if journal_once is not None:
+            self._journal_held(now, journal_once)
+
+    def _journal_held(self, now: datetime, journal_once: JournalOnce) -> None:
+        """A GPU's clocks held down (thermal, power brake) and a disk below
+        ``disk_warn_gb``, journaled as a warning when each begins (at most hourly each):
+        what an alert tells a person away from the screen."""
+        held: dict[str, tuple[str, dict[str, Any]]] = {}
+        for gpu in self.gpu.gpus:
+            reasons = [r for r in gpu.throttle if r in ALARMING_THROTTLE]
+            if reasons and not gpu.lost:
+                held[f"gpu:{gpu.index}"] = (
+                    f"GPU{gpu.index} clocks held down: {', '.join(reasons)}",
+                    {"source": "gpu", "gpu": gpu.index, "event": THROTTLE_EVENT})
+        for disk in self.host.disks if self.host is not None else ():
+            if disk.low:
+                held[f"disk:{disk.path}"] = (
+                    f"low disk: {disk.path} has {format_bytes(disk.free)} free (warning under "
+                    f"{format_bytes(self.campaign.settings.disk_warn_bytes)})",
+                    {"source": "disk"})
+        hour = now.strftime("%Y%m%d%H")
+        for what, (message, fields) in held.items():
+            if what in self._held:
+                continue  # still held since the last sample: journaled when it began
+            journal_once("warning", f"held:{what}:{hour}", now, message=message, **fields)
+        self._held = set(held)
 
     def _idle_warnings(self, state: CampaignState) -> list[str]:
         """"GPU idle while a GPU stage runs": the most common waste on a rented box."""

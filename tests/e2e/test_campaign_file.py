@@ -38,6 +38,10 @@ EXPECTED = {
     "empty_stages.yaml": (5, "must not be empty"),
     # Parsed and never read before issue 22: removed, a file using it is told so.
     "verify_within.yaml": (9, "verify_within is no longer a setting"),
+    # The alerts section (issue 26): a kind it does not know, minutes that are no wait.
+    "alerts_unknown_kind.yaml": (9, "unknown alert kind 'rule_fird' in alerts.send (did you "
+                                    "mean 'rule_fired'?"),
+    "alerts_bad_minutes.yaml": (8, "alerts.pending_after_minutes must be a positive"),
 }
 
 
