@@ -13,6 +13,16 @@ Format, one JSON object a line:
 Non-finite floats are written as ``NaN`` / ``Infinity`` / ``-Infinity`` (Python's
 json spelling); the cockpit's readers treat them as values.
 
+Asking a run to save (the landing before the window ends, issue 26): the cockpit writes
+a request token to the file named by ``COCKPIT_SAVE_REQUEST``; :func:`save_requested`
+is true once per token. A training loop honours it in two lines::
+
+    if report.save_requested():
+        save_checkpoint(...)  # then report.checkpoint_written(path, step) as usual
+
+A file, not a signal: SIGUSR1's default action kills a process that never set a
+handler, and a flag read by a polling loop needs no handler at all.
+
 Only the standard library is imported here: it runs inside the user's training process.
 """
 
@@ -28,6 +38,8 @@ import time
 from typing import Any
 
 ENV_VAR = "COCKPIT_REPORT"
+SAVE_ENV_VAR = "COCKPIT_SAVE_REQUEST"
+SAVE_CHECK_S = 1.0  # the request file is read at most once a second
 
 _lock = threading.Lock()
 _fd: int | None = None
@@ -35,6 +47,8 @@ _fd_path: str | None = None
 _chosen_path: str | None = None
 _dropped = 0
 _torn = False  # the last write was cut short: the next record starts on a new line
+_save_answered: str | None = None  # the request token save_requested() last returned for
+_save_checked_at: float | None = None
 
 
 def open_report(path: str | os.PathLike[str] | None) -> None:
@@ -140,6 +154,32 @@ def truncated(count: int, name: str = "data/truncated", step: int | None = None)
 def progress(step: int, max_steps: int) -> None:
     """Report progress so the forecast can use it."""
     log(step, max_steps=int(max_steps))
+
+
+def save_requested() -> bool:
+    """True once each time the cockpit asks this run to save a checkpoint now; then
+    save, report it with :func:`checkpoint_written` and carry on (the cockpit stops the
+    run once it has verified the checkpoint). Cheap enough to call every step: the
+    request file is read at most every :data:`SAVE_CHECK_S`. Outside the cockpit:
+    always False."""
+    global _save_answered, _save_checked_at
+    path = os.environ.get(SAVE_ENV_VAR)
+    if not path:
+        return False
+    now = time.monotonic()
+    with _lock:
+        if _save_checked_at is not None and now - _save_checked_at < SAVE_CHECK_S:
+            return False
+        _save_checked_at = now
+        try:
+            with open(path, "rb") as handle:
+                token = handle.read(200).decode("utf-8", "replace").strip()
+        except OSError:
+            return False  # no request (or none readable): keep training
+        if not token or token == _save_answered:
+            return False
+        _save_answered = token
+        return True
 
 
 def _plain(value: Any) -> Any:

@@ -313,6 +313,21 @@ class Hook:
     timeout_s: float = 30.0
 
 
+# The families of alerts (issue 26) an ``alerts.send`` entry may route by label.
+ALERT_KINDS = ("rule_fired", "stage_failed", "rule_blind", "decision", "verdict", "checkpoint",
+               "gpu", "disk", "clock", "peer", "deadline", "export", "closed", "digest",
+               "landing")
+
+
+@dataclass(frozen=True)
+class AlertsSpec:
+    """The campaign's ``alerts:`` section: when a wait is worth a person's phone, and which
+    kinds go to which target labels (a kind not named: every target)."""
+
+    pending_after_s: float = 30 * 60.0
+    send: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class ConclusionSpec:
     """How the question is answered (D1, D2): variants against the baseline on a metric."""
@@ -329,7 +344,7 @@ class ConclusionSpec:
     threshold: float | None = None
 
 
-ON_DEADLINE = ("warn", "stop-optional")
+ON_DEADLINE = ("warn", "stop-optional", "land")
 
 
 @dataclass(frozen=True)
@@ -338,6 +353,10 @@ class DeadlineSpec:
 
     export_s: float = 2 * 3600.0
     retrieve_s: float = 1 * 3600.0
+    # The landing (on_deadline: land): kept beyond the measured times, and how long
+    # before the point of no return the person is told.
+    landing_margin_s: float = 10 * 60.0
+    landing_lead_s: float = 60 * 60.0
 
 
 @dataclass(frozen=True)
@@ -359,6 +378,7 @@ class Campaign:
     deadline: DeadlineSpec = field(default_factory=DeadlineSpec)
     on_deadline: str = "warn"  # one of ON_DEADLINE
     machines: Mapping[int, Machine] = field(default_factory=dict)  # D12: how to reach each
+    alerts: AlertsSpec = field(default_factory=AlertsSpec)  # issue 26: routing, waits
     text: str = field(default="", repr=False, compare=False)  # the file as read
 
     @property

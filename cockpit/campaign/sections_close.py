@@ -12,7 +12,7 @@ from cockpit.campaign.yamlread import KeyPath
 
 CONCLUSION_KEYS = ("metric", "better", "baseline", "margin", "variants", "rule", "threshold")
 CONCLUSION_RULES = ("beat_baseline", "reach_threshold")
-DEADLINE_KEYS = ("export_hours", "retrieve_hours")
+DEADLINE_KEYS = ("export_hours", "retrieve_hours", "landing_margin", "landing_lead")
 
 
 def read_conclusion(check: Checker, value: Any, path: KeyPath) -> ConclusionSpec | None:
@@ -79,7 +79,8 @@ def read_deadline(check: Checker, value: Any, path: KeyPath) -> DeadlineSpec:
     if entry is None:
         return DeadlineSpec()
     values: dict[str, float] = {}
-    for key, attr in (("export_hours", "export_s"), ("retrieve_hours", "retrieve_s")):
+    for key, attr in (("export_hours", "export_s"), ("retrieve_hours", "retrieve_s"),
+                      ("landing_margin", "landing_margin_s"), ("landing_lead", "landing_lead_s")):
         if key in entry:
             raw = entry[key]
             if raw == 0 and not isinstance(raw, bool):

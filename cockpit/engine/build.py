@@ -24,7 +24,9 @@ from cockpit.engine.affordances import (
     stage_stop_allowed,
     start_allowed,
 )
+from cockpit.engine.alert_health import failing_targets
 from cockpit.engine.build_runs import NO_INTERVAL, rule_views, run_views, shown
+from cockpit.engine.landing import landing_now
 from cockpit.engine.readiness import stage_status
 from cockpit.engine.snapshot import (
     EventLine,
@@ -73,6 +75,7 @@ class Observations:
     decided_planned_s: Mapping[str, float] = field(default_factory=dict)
     machine: int | None = 1
     machines: tuple[MachineView, ...] = ()
+    landing: tuple[str, ...] = ()  # the landing's steps so far (engine.landing)
 
 
 SNAPSHOT_NOTES = 10  # a stage's newest notes in the Snapshot (the journal holds all)
@@ -90,12 +93,14 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         run_id: view.newest.size_bytes if view.newest else None
         for run_id, view in obs.checkpoints.items()}), export_size(export) if export else None)
     deadline = retrieve_by(campaign, times)
+    landing = landing_now(campaign, state, obs.checkpoints, obs.machine)
     window = WindowView(
         start=pkg.start, end=pkg.end, remaining_s=(pkg.end - now).total_seconds(),
         used_pct=used, forecast_end=fc.end, forecast_slack_s=fc.slack_s,
         verdict=fc.verdict, retrieval_deadline=deadline,
         options=tuple(o.describe() for o in fc.options), pilot_ratio=fc.pilot_ratio,
-        pilot_note=fc.pilot_note)
+        pilot_note=fc.pilot_note, point_of_no_return=landing.point,
+        landing_words=landing.times.words(), landing_mode=campaign.on_deadline == "land")
     none_fits = "" if fc.fits or any(o.fits for o in fc.options) else \
         no_options_reason(campaign, (fc.end - pkg.start).total_seconds() / 3600, fc.options)
     warnings = list(_warnings(campaign, state, obs, fc.verdict, none_fits))
@@ -115,7 +120,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         machine=obs.machine, machines=obs.machines,
         export_action=export_action(campaign, state, obs.machine),
         schedule=planned_schedule(campaign),
-        exported_at=parse_t(export) if export and export.get("verified") else None)
+        exported_at=parse_t(export) if export and export.get("verified") else None,
+        landing=tuple(printable(line) for line in obs.landing))
 
 
 def stage_views(campaign: Campaign, state: CampaignState, obs: Observations, fc: Forecast,
@@ -203,6 +209,7 @@ def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
     for problem in obs.journal_problems:
         yield f"journal line {problem.line}: {problem.message}"
     yield from state.journal_warnings
+    yield from failing_targets(obs.events)  # alert targets failing (issue 26)
     for m in obs.machines:
         if m.reachable is False or (m.reachable is None and m.error):
             yield m.label

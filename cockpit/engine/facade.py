@@ -17,6 +17,8 @@ Each part has its dependencies given in its constructor and none inherits anothe
 - ``evidence``     :class:`~cockpit.engine.evidence.Evidence`: verify, verify --resume,
                    export
 - ``hooks``        :class:`~cockpit.engine.hooks.HookDispatcher`
+- ``landing``      :class:`~cockpit.engine.landing.Landing`: at the point of no return
+                   (``on_deadline: land``), save, verify, stop, export, fetch command
 - ``alerting``     :class:`~cockpit.engine.alerting.AlertDispatcher`: alerts to the
                    person's phone, sent and journaled by a background thread
 - ``actions``      what start/stop/mark/decide/accept/reject/note/cost go to: this
@@ -50,6 +52,7 @@ from cockpit.engine.exits import ExitRecorder
 from cockpit.engine.guards import ExitVerdict, ExportFacts
 from cockpit.engine.history import History
 from cockpit.engine.hooks import HookDispatcher
+from cockpit.engine.landing import Landing, landing_now
 from cockpit.engine.launcher import Launcher
 from cockpit.engine.observer import Observer
 from cockpit.engine.ports import (
@@ -151,6 +154,8 @@ class Engine:
         self.recorder = Recorder(scope, past, actor=actor)
         self.evidence = Evidence(scope, past, actor=actor)
         self.hooks = HookDispatcher(campaign, past)
+        self.landing = Landing(scope, past, self.observer, self.launcher, self.evidence,
+                               actor=actor)
         self.alerting = AlertDispatcher(campaign, past, () if read_only else alerts, machine)
         self.actions: Actions = actions or LocalActions(self.launcher, self.recorder)
         self._opened = False
@@ -215,7 +220,7 @@ class Engine:
         state = self.past.state(now)
         act(guards.stops_to_escalate(state, self.observer.stop_ages(state, now),
                                      self.campaign.settings.stop_grace_s), now)
-        if self.auto and not self.holding():
+        if self.auto and not self.holding() and not self.landing.began:
             act(guards.auto_starts(self.campaign, self.past.state(now), self.machine), now)
         if not self.holding():  # a clock that just jumped decides nothing on the window
             state = self.past.state(now)
@@ -223,6 +228,9 @@ class Engine:
                                       progress=progress_of(self.campaign,
                                                            self.observer.streams)[0],
                                       export=self._export_facts(state)), now)
+            act(guards.landing_near(self.campaign, now, landing_now(
+                self.campaign, state, self.observer.checkpoints, self.machine).point), now)
+        self.landing.step(self.past.state(now), now, holding=self.holding())
         state = self.past.state(now)
         self.observer.sample_telemetry(state, now, self.past.journal_once)
         self.past.announce(now)
@@ -241,7 +249,7 @@ class Engine:
             rules_hash=self.launcher.rules_hash, auto=self.auto,
             new_events=self.past.take_fresh(),
             decided_planned_s=self.recorder.decided_planned_s(state), machine=self.machine,
-            machines=self.past.machine_views()), now)
+            machines=self.past.machine_views(), landing=self.landing.timeline()), now)
 
     def _export_facts(self, state: CampaignState) -> ExportFacts:
         export = state.export  # the newest export written, as folded (cache included)
@@ -272,7 +280,11 @@ class Engine:
         return self.time.holding()
 
     def until_done(self, state: CampaignState) -> ExitVerdict:
-        """What ``headless --until-done`` does now (:func:`guards.until_done`)."""
+        """What ``headless --until-done`` does now (:func:`guards.until_done`); 5 once
+        the landing is done (its runs stopped before the window's end)."""
+        if self.landing.landed:
+            return ExitVerdict(5, "landed before the window's end: " + (
+                self.landing.timeline() or ("",))[-1])
         return guards.until_done(self.campaign, state, auto=self.auto,
                                  judging=bool(self.verification.judging))
 

@@ -238,6 +238,20 @@ def deadline_guard(campaign: Campaign, state: CampaignState, now: datetime, *,
     return out
 
 
+def landing_near(campaign: Campaign, now: datetime, point: datetime) -> list[Intent]:
+    """With ``on_deadline: land``: a warning ``deadline.landing_lead`` before the point of
+    no return (once), so the person can land by hand, or knows the cockpit will."""
+    left = (point - now).total_seconds()
+    if on_deadline(campaign) != "land" or now < campaign.package.start \
+            or not 0 < left <= campaign.deadline.landing_lead_s:
+        return []
+    return [RecordOnce("warning", "landing_near", {
+        "source": "landing", "message": f"the landing begins in {format_duration(left)} "
+                                        f"(the point of no return, {point:%H:%M} UTC): "
+                                        "running runs are asked to save, then stopped, "
+                                        "and the results exported"})]
+
+
 def _deadline_stops(campaign: Campaign, state: CampaignState, machine: int | None
                     ) -> Sequence[Intent]:
     """Stop this machine's optional runs and start its export stage."""

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.close.budget import Budget, EarlierAttempt, OtherCost, PackageTerms, Rejection
+from cockpit.common.durations import format_duration
 from cockpit.common.units import Money
 from cockpit.planning.schedule import Slot
 from cockpit.runs.blind import BLIND, BLIND_MARK, WAITING
@@ -85,6 +86,11 @@ class WindowView:
     options: tuple[str, ...] = ()
     pilot_ratio: float | None = None
     pilot_note: str | None = None  # "pilot measured nothing: ..." (D13)
+    # The last moment a landing can begin and the results be home by the end (issue 26),
+    # and what it is made of.
+    point_of_no_return: datetime | None = None
+    landing_words: str = ""
+    landing_mode: bool = False  # on_deadline: land (the cockpit lands by itself)
 
 
 @dataclass(frozen=True)
@@ -256,6 +262,8 @@ class Snapshot:
     schedule: tuple[Slot, ...] = ()
     # When the verified export that closed the campaign was written (None: not closed).
     exported_at: datetime | None = None
+    # The landing's steps as they happened, each with its time (empty: none began).
+    landing: tuple[str, ...] = ()
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)
@@ -296,6 +304,21 @@ class Need:
     kind: str
 
 
+def landing_words(snap: Snapshot) -> str | None:
+    """The window line's landing: ``lands in 5h12m`` (on_deadline: land; ``no return in
+    5h12m`` otherwise), ``landing`` while it runs, ``landed``; None once closed."""
+    w = snap.window
+    if snap.landing:
+        phase = snap.landing[-1].split(" ", 1)[-1]
+        return "landed" if phase.startswith("landed:") else "landing"
+    if w.point_of_no_return is None or snap.exported_at is not None:
+        return None
+    left = (w.point_of_no_return - snap.taken_at).total_seconds()
+    if left <= 0:
+        return "past the point of no return"
+    return f"{'lands' if w.landing_mode else 'no return'} in {format_duration(left)}"
+
+
 def json_time(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
 
@@ -319,7 +342,11 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
             "start": json_time(w.start), "end": json_time(w.end),
             "remaining_s": round(w.remaining_s, 1), "used_pct": round(w.used_pct, 2),
             "retrieval_deadline": json_time(w.retrieval_deadline),
+            "point_of_no_return": json_time(w.point_of_no_return)
+            if w.point_of_no_return else None,
+            "point_of_no_return_from": w.landing_words, "lands_by_itself": w.landing_mode,
         },
+        "landing": list(snap.landing),
         "forecast": {
             "end": json_time(w.forecast_end), "slack_s": round(w.forecast_slack_s, 1),
             "verdict": w.verdict, "fits": w.forecast_slack_s >= 0, "options": list(w.options),

@@ -243,7 +243,9 @@ def export_campaign(
             tar_size=result.tar_bytes if result.tar_path else None,
             sha256=result.tar_sha256, verified=result.verified, artifacts=artifacts,
             reload_checked=verify_reload,
-            failures=list(result.verify.failures) if result.verify else [], **extra)
+            failures=list(result.verify.failures) if result.verify else [],
+            seconds=result.timings.get("total_s"),
+            fetch=result.fetch_commands[0] if result.fetch_commands else None, **extra)
     step("done")
     return result
 

@@ -16,7 +16,15 @@ from cockpit.common.units import (
     format_percent,
     format_rate,
 )
-from cockpit.engine.snapshot import BLIND, BLIND_MARK, WAITING, RunView, Snapshot, StageView
+from cockpit.engine.snapshot import (
+    BLIND,
+    BLIND_MARK,
+    WAITING,
+    RunView,
+    Snapshot,
+    StageView,
+    landing_words,
+)
 from cockpit.telemetry import format_bytes
 
 STATUS_LINE_LIMIT = 2000  # characters of one line of `cockpit status`
@@ -43,7 +51,8 @@ def window_line(snap: Snapshot) -> str:
     slack = format_duration(w.forecast_slack_s, signed=True)
     return (f"window {w.start:%Y-%m-%d %H:%M} → {w.end:%Y-%m-%d %H:%M} UTC · "
             f"{format_duration(max(w.remaining_s, 0))} left ({w.used_pct:.0f}% used) · "
-            f"forecast {w.verdict} ({slack}) · retrieve by {w.retrieval_deadline:%m-%d %H:%M}")
+            f"forecast {w.verdict} ({slack}) · retrieve by {w.retrieval_deadline:%m-%d %H:%M}"
+            + (f" · {lands}" if (lands := landing_words(snap)) else ""))
 
 
 def run_metric_names(run: RunView, most: int = 4) -> list[str]:

@@ -91,6 +91,8 @@ def status_line(compact: dict[str, Any], now: float | None = None) -> str:
     now = time.time() if now is None else now
     left = compact["window"]["left_s"]
     parts = [f"{_hours_minutes(left)} left" if left > 0 else "window ended"]
+    if isinstance(compact["window"].get("landing"), str):
+        parts.append(compact["window"]["landing"])  # lands in 5h12m, landing, landed
     if compact.get("closed"):
         parts.insert(0, _closed(compact["closed"], now))
     else:

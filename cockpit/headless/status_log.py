@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cockpit.common.fsutil import open_no_follow, refuse_symlink
-from cockpit.engine.snapshot import Snapshot, json_number, json_time
+from cockpit.engine.snapshot import Snapshot, json_number, json_time, landing_words
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_BACKUPS = 5
@@ -40,7 +40,9 @@ def compact_json(snap: Snapshot) -> dict[str, Any]:
         "t": json_time(snap.taken_at),
         "campaign": snap.campaign,
         "window": {"end": json_time(w.end), "left_s": round(w.remaining_s),
-                   "used_pct": round(w.used_pct, 1)},
+                   "used_pct": round(w.used_pct, 1),
+                   "point_of_no_return": json_time(w.point_of_no_return),
+                   "landing": landing_words(snap)},
         "forecast": {"end": json_time(w.forecast_end), "slack_s": round(w.forecast_slack_s),
                      "verdict": w.verdict},
         "stages": {s.id: s.state for s in snap.stages},
@@ -177,6 +179,11 @@ def prometheus_text(snap: Snapshot) -> str:
     c = {"campaign": snap.campaign}
     family("cockpit_window_seconds_left", "Seconds left in the rental window.",
            [(c, snap.window.remaining_s)])
+    family("cockpit_point_of_no_return_seconds",
+           "Seconds to the point of no return: the last moment a landing can begin and "
+           "the results be home by the window end (negative: past it).",
+           [(c, None if snap.window.point_of_no_return is None else
+             (snap.window.point_of_no_return - snap.taken_at).total_seconds())])
     family("cockpit_forecast_slack_seconds",
            "Window end minus forecast end (negative: exceeds).",
            [(c, snap.window.forecast_slack_s)])

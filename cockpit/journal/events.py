@@ -193,14 +193,14 @@ _KINDS = (
               lambda ev: f"verifying checkpoint of run {ev.get('run')} ({ev.get('path')})"),
     _kind("checkpoint_verified", RUN, "engine.observe (auto), engine.actions (verify)",
               ("run", "attempt", "auto", "actor", "path", "ok", "layout", "missing", "warnings",
-               "error", "load_seconds", "step", "summary"),
+               "error", "load_seconds", "wall_seconds", "step", "summary"),
               _checkpoint_verified),
     _kind("warning", LOCAL, "engine.guards (deadline, hooks), engine.observe (GPU events)",
               ("message", "source", "key", "gpu", "event", "stage", "run"),
               lambda ev: f"warning: {ev.get('message')}"),
     _kind("export_done", LOCAL, "export.bag",
               ("path", "root", "size", "tar", "tar_size", "sha256", "verified", "artifacts",
-               "reload_checked", "failures", "kept_failed", "current"),
+               "reload_checked", "failures", "kept_failed", "current", "seconds", "fetch"),
               _export_done),
     _kind("clock_jump", LOCAL, "engine (the tick's clock watch)",
               ("key", "from", "to", "seconds", "settle_s", "actor"),
@@ -227,6 +227,10 @@ _KINDS = (
                "title", "body", "for_seq"),
               lambda ev: f"alert to {ev.get('target')} failed (attempt {ev.get('attempt')}"
                          f"{', given up' if ev.get('final') else ''}): {ev.get('error')}"),
+    # One step of the landing (on_deadline: land; engine.landing), keyed once each.
+    _kind("landing", LOCAL, "engine.landing",
+              ("key", "phase", "text", "run", "attempt", "limit_s", "ok", "fetch", "actor"),
+              lambda ev: f"landing, {ev.get('phase')}: {ev.get('text')}"),
 )
 
 EVENT_KINDS: Mapping[str, EventKind] = {k.kind: k for k in _KINDS}

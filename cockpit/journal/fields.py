@@ -122,6 +122,8 @@ FIELD_TYPES: Mapping[str, FieldType] = {
     "level": FieldType(_optional(_text), quick=_STR, expected="an alert level"),
     "what": _TEXT,
     "alert": FieldType(_optional(_text), quick=_STR, expected="an alert key"),
+    "phase": FieldType(_optional(_text), quick=_STR, expected="a landing step"),
+    "fetch": _TEXT,
     "text": _TEXT,
     # Monotonic measures and claim owners (issue 21: time that cannot jump, claims expire).
     "elapsed_s": _SECONDS,
@@ -188,6 +190,8 @@ class Event(_Keywords, total=False):
     level: str | None
     what: str | None
     alert: str | None
+    phase: str | None
+    fetch: str | None
     # Fields with no check on read: free-form JSON, untrusted.
     path: Any
     text_z: Any
@@ -233,6 +237,7 @@ class Event(_Keywords, total=False):
     warnings: Any
     error: Any
     load_seconds: Any
+    wall_seconds: Any
     summary: Any
     source: Any
     gpu: Any

@@ -103,6 +103,10 @@ class CampaignFiles:
     def run_report(self, run_id: str) -> Path:
         return self.root / "runs" / run_id / "report.jsonl"
 
+    def save_request(self, run_id: str) -> Path:
+        """The file the cockpit writes to ask a run to save now (cockpit.report)."""
+        return self.root / "runs" / run_id / "save-request"
+
     @property
     def resume_checks(self) -> Path:
         return self.root / "resume-check"

@@ -13,7 +13,18 @@
   ``deadline.retrieve_hours`` (default 1 h).
 
 ``cockpit status``, the TUI, headless and the deadline guard all read this one number:
-the work before the closing stages must end by then. Pure functions; the caller says
+the work before the closing stages must end by then.
+
+The *point of no return* (``on_deadline: land``, issue 26) is earlier still: the last
+moment a landing can begin and the results still be home by the window end::
+
+    point of no return = window end − (save wait + reload checks + export
+                                       + retrieval + deadline.landing_margin)
+
+each running run being given twice its measured save cost (at least
+:data:`SAVE_WAIT_MIN_S`) to save on request, its
+reload check as measured (else :data:`UNMEASURED_S`), and the export as measured when
+one ran (scaled by the size it will have), else as above. Pure functions; the caller says
 how big the export is expected to be and how big the one written is
 (``export_size`` of its ``export_done`` event).
 """
@@ -104,6 +115,83 @@ def expected_export_bytes(campaign: Campaign, newest_sizes: Mapping[str, int | N
     sizes = [size for run_id, size in newest_sizes.items()
              if size and run_id in campaign.runs and campaign.runs[run_id].produces_result]
     return sum(sizes) if sizes else None
+
+
+UNMEASURED_S = 120.0  # a save or a reload check never measured yet
+# A run asked to save gets twice its save cost, never less than this: it reads the
+# request at most once a second (cockpit.report), between steps.
+SAVE_WAIT_MIN_S = 30.0
+
+
+def save_wait_s(save_cost_s: float | None) -> float:
+    """How long a run asked to save is given (see :data:`SAVE_WAIT_MIN_S`)."""
+    cost = UNMEASURED_S if save_cost_s is None else save_cost_s
+    return max(2 * cost, SAVE_WAIT_MIN_S)
+
+
+@dataclass(frozen=True)
+class LandingTimes:
+    """What must fit between the point of no return and the window end."""
+
+    wait_s: float  # the save requested of each running run (twice its cost), in parallel
+    wait_from: str
+    reload_s: float  # the reload checks of the new checkpoints, one after another
+    reload_from: str
+    export_s: float
+    export_from: str
+    retrieve_s: float
+    retrieve_from: str
+    margin_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.wait_s + self.reload_s + self.export_s + self.retrieve_s + self.margin_s
+
+    def words(self) -> str:
+        parts = [f"save {format_duration(self.wait_s)} ({self.wait_from})",
+                 f"reload {format_duration(self.reload_s)} ({self.reload_from})",
+                 f"export {format_duration(self.export_s)} ({self.export_from})",
+                 f"retrieval {format_duration(self.retrieve_s)} ({self.retrieve_from})",
+                 f"margin {format_duration(self.margin_s)}"]
+        return " + ".join(parts)
+
+
+def landing_times(campaign: Campaign, closing: ClosingTimes,
+                  save_costs: Mapping[str, float | None],
+                  reload_costs: Mapping[str, float | None],
+                  export_measured: tuple[float, int | None] | None,
+                  expected_bytes: int | None) -> LandingTimes:
+    """The landing's times (see the module). ``save_costs`` and ``reload_costs``: per
+    running run, its measured save and reload check (None: never measured);
+    ``export_measured``: (seconds, bytes) of the newest export written, if any."""
+    waits = {run: save_wait_s(cost) for run, cost in save_costs.items()}
+    if not waits:
+        wait_s, wait_from = 0.0, "nothing running"
+    else:
+        run = max(waits, key=lambda r: waits[r])
+        cost = save_costs[run]
+        wait_s = waits[run]
+        wait_from = (f"{run}: save not measured yet" if cost is None
+                     else f"{run}: 2 × its save" if 2 * cost >= SAVE_WAIT_MIN_S
+                     else f"{run}: at least {format_duration(SAVE_WAIT_MIN_S)}")
+    reloads = [reload_costs.get(run) for run in save_costs]
+    reload_s = sum(UNMEASURED_S if r is None else r for r in reloads)
+    reload_from = ("nothing running" if not reloads else "measured" if None not in reloads
+                   else f"{format_duration(UNMEASURED_S)} a check not measured yet")
+    export_s, export_from = closing.export_s, closing.export_from
+    if export_measured is not None:
+        seconds, size = export_measured
+        scale = max(1.0, (expected_bytes or 0) / size) if size else 1.0
+        export_s, export_from = seconds * scale, "the last export, measured" + (
+            f", × {scale:.1f} for its size now" if scale > 1.0 else "")
+    return LandingTimes(wait_s, wait_from, reload_s, reload_from, export_s, export_from,
+                        closing.retrieve_s, closing.retrieve_from,
+                        campaign.deadline.landing_margin_s)
+
+
+def point_of_no_return(campaign: Campaign, times: LandingTimes) -> datetime:
+    """The last moment a landing can begin and the results be home by the window end."""
+    return campaign.package.end - timedelta(seconds=times.total_s)
 
 
 def retrieve_by(campaign: Campaign, times: ClosingTimes) -> datetime:

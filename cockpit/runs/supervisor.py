@@ -199,6 +199,9 @@ def launch(campaign: Campaign, stage: Stage, now: datetime,
         report = str(report_path(campaign, stage.run))
         Path(report).parent.mkdir(parents=True, exist_ok=True)
         env["COCKPIT_REPORT"] = report
+        request = CampaignFiles.of(campaign).save_request(stage.run)
+        request.unlink(missing_ok=True)  # an earlier attempt's request is not this one's
+        env["COCKPIT_SAVE_REQUEST"] = str(request)
     gpus = stage_gpus(stage, campaign.package.offer.gpus)
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)

@@ -87,7 +87,11 @@ def main() -> int:
         if not math.isfinite(value):
             # Keep going like a real loop would: the cockpit's finite-loss rule stops us.
             pass
-        if ckpt_dir is not None and step % args.checkpoint_every == 0:
+        # The cockpit's landing asks for a checkpoint now (before the window ends).
+        asked = report.save_requested()
+        if asked:
+            print(f"saving on request at step {step}", file=sys.stderr)
+        if ckpt_dir is not None and (step % args.checkpoint_every == 0 or asked):
             path = ckpt_dir / f"step-{step:06d}.pt"
             if args.forget_rng:
                 ckpt_dir.mkdir(parents=True, exist_ok=True)

@@ -217,7 +217,11 @@ def test_status_never_signals_or_writes_and_survives_a_torn_journal(tmp_path: Pa
     assert data["runs"][0]["state"] == "running"
     engine = Engine(load_campaign(path))
     tick_until(engine, lambda s: s.run("r1").state == "stopped")
-    assert json.loads(journal_file.read_text().splitlines()[-1])["kind"] == "stage_finished"
+    # The last event of the run (a deadline warning may land in the same tick: the test
+    # campaigns' window is fixed in time).
+    kinds = [json.loads(x)["kind"] for x in journal_file.read_text().splitlines()
+             if '"kind": "no' not in x]  # the torn line
+    assert [k for k in kinds if k != "warning"][-1] == "stage_finished"
 
 
 def test_until_done_exit_1_when_an_essential_stage_fails(tmp_path: Path):

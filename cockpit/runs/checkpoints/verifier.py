@@ -118,7 +118,8 @@ def report_fields(report: VerifyReport) -> dict[str, Any]:
     """What a ``checkpoint_verified`` journal event records."""
     return {"path": report.path, "ok": report.ok, "layout": report.layout,
             "missing": list(report.missing_required), "warnings": list(report.warnings),
-            "error": report.error, "load_seconds": report.load_seconds, "step": report.step,
+            "error": report.error, "load_seconds": report.load_seconds,
+            "wall_seconds": report.wall_seconds, "step": report.step,
             "summary": report.summary()}
 
 

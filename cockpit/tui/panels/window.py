@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 
-from cockpit.engine.snapshot import Snapshot
+from cockpit.engine.snapshot import Snapshot, landing_words
 from cockpit.tui import text as tx
 from cockpit.tui.panels.base import LivePanel, block, level, styled
 
@@ -21,8 +22,11 @@ class WindowPanel(LivePanel):
             styled([("window ", "bold"), (f"{w.start:%m-%d %H:%M} → {w.end:%m-%d %H:%M} UTC  ",
                                           ""),
                     (tx.countdown(w.remaining_s), "bold"), (" left  ", ""),
-                    (tx.bar(w.used_pct / 100, bar_w), level("accent")),
-                    (f" {w.used_pct:.0f}% used", "")]),
+                    # The point of no return where it matters (on_deadline: land, a
+                    # landing under way, or past it) takes the place of the used bar.
+                    *(self._landing(snap) or [
+                        (tx.bar(w.used_pct / 100, bar_w), level("accent")),
+                        (f" {w.used_pct:.0f}% used", "")])]),
             styled([("forecast end ", ""), (tx.clock(w.forecast_end), "bold"),
                     ("  ", ""), (tx.level_word(verdict_level, verdict), level(verdict_level)),
                     # D13: the pilot's measured/planned ratio scales the GPU stages left.
@@ -36,9 +40,22 @@ class WindowPanel(LivePanel):
         self.show(block(lines))
 
     @staticmethod
+    def _landing(snap: Snapshot) -> list[tuple[str, str | Style]]:
+        """`lands in 5h12m`, `landing`, `landed`, `past the point of no return`; nothing
+        for a campaign that does not land by itself and is not past the point (its
+        point of no return is in `status`, the text window line and Prometheus)."""
+        words = landing_words(snap)
+        urgent = bool(snap.landing) or (words or "").startswith("past")
+        if words is None or not (snap.window.landing_mode or urgent):
+            return []
+        return [(words, level("warn") if urgent else "bold")]
+
+    @staticmethod
     def _next_line(snap: Snapshot) -> Text:
-        """The overrun options, a pending decision, a revision, the conclusion or the
-        question: the first that applies."""
+        """The landing's newest step, the overrun options, a pending decision, a
+        revision, the conclusion or the question: the first that applies."""
+        if snap.landing:
+            return styled([("landing: ", level("warn")), (snap.landing[-1], "")])
         if snap.window.options:
             return styled([("options (o): ", level("warn")),
                            (" · ".join(snap.window.options), "")])

@@ -140,7 +140,11 @@ def main() -> int:
             metrics["val/accuracy"] = accuracy(model, x_val, y_val)
         report.log(step, **metrics)
         report.progress(step, args.steps)
-        if ckpt_dir is not None and step % args.checkpoint_every == 0:
+        # The cockpit's landing asks for a checkpoint now (before the window ends).
+        asked = report.save_requested()
+        if asked:
+            print(f"saving on request at step {step}", file=sys.stderr)
+        if ckpt_dir is not None and (step % args.checkpoint_every == 0 or asked):
             save_state(ckpt_dir / f"step-{step:06d}.pt", model=model, optimizer=optimizer,
                        step=step, data_position={"sampler": "randint", "step": step})
     if args.stop_after is None:

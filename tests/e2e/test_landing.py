@@ -1,0 +1,183 @@
+"""The landing (issue 26) end to end: a real campaign whose window is set so the point
+of no return arrives during the control run (real torch on CPU, the digits sample's
+training script). The run saves on request, the checkpoint reloads in a fresh process,
+the run is stopped, the export verifies, and the alert carries the fetch command, all
+before the window end. The clock is faked only where the engine takes one: it runs
+ahead (wall and monotonic together: time passing, not a jump) to just before the point.
+And a clock that jumps past the point lands nothing while the jump holds."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from cockpit.alerts.targets import Target
+from cockpit.campaign import load_campaign
+from cockpit.engine import Engine
+from cockpit.headless.render_text import window_line
+from tests.helpers.alert_server import AlertServer
+from tests.helpers.campaigns import write_campaign
+from tests.helpers.process import SAMPLES, wait_for
+
+pytest.importorskip("torch", reason="the landing saves and reloads a real PyTorch checkpoint")
+
+WINDOW_H = 72  # the rtx4090-3d offer
+
+
+class AheadClock:
+    """Real time plus ``ahead`` seconds, on the wall and the monotonic clock alike."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc) + timedelta(seconds=self.ahead)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class JumpingClock(AheadClock):
+    """The wall clock alone runs ahead: a step (NTP, a VM resumed), not time passing."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+def journal(folder: Path) -> list[dict]:
+    path = folder / ".cockpit" / "journal.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def landing_campaign(folder: Path, ends_in_s: float) -> Path:
+    shutil.copytree(SAMPLES / "digits", folder, ignore=shutil.ignore_patterns("campaign.yaml"))
+    start = datetime.now(timezone.utc) - timedelta(hours=WINDOW_H) + timedelta(seconds=ends_in_s)
+    doc = {"campaign": "landing-test", "question": "does the control land?",
+           "package": {"offer": "rtx4090-3d", "start": start.strftime("%Y-%m-%dT%H:%M:%SZ")},
+           "stages": [{"id": "control", "duration": "2h", "resource": "gpu", "run": "control",
+                       "command": [sys.executable, "train.py", "--run", "control",
+                                   "--steps", "1000000", "--eval-every", "500",
+                                   "--checkpoint-dir", "ckpt/control",
+                                   "--checkpoint-every", "5000"]}],
+           "runs": {"control": {"checkpoints": "ckpt/control"}},
+           "on_deadline": "land",
+           "deadline": {"export_hours": "1m", "retrieve_hours": "1m",
+                        "landing_margin": "1m", "landing_lead": "1h"},
+           "settings": {"stop_grace": "5s", "verify_every": "1s"}}
+    path = folder / "campaign.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_control_run_lands_before_the_window_ends(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    path = landing_campaign(folder, ends_in_s=2 * 3600)
+    clock = AheadClock()
+    with AlertServer() as phone:
+        engine = Engine(load_campaign(path), auto=True, clock=clock,
+                        alerts=[Target("phone", f"json://127.0.0.1:{phone.port}/hook")])
+
+        def tick_until(done, what: str, timeout: float = 120):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                snap = engine.tick()
+                if done(snap):
+                    return snap
+                time.sleep(0.2)
+            raise AssertionError(f"timed out waiting for {what}: "
+                                 f"{[e['kind'] for e in journal(folder)][-15:]}")
+
+        # The run trains; its save cost and a reload are measured before the point.
+        snap = tick_until(lambda s: s.run("control").checkpoint is not None
+                          and s.run("control").checkpoint.save_cost_s is not None
+                          and any(e["kind"] == "checkpoint_verified" for e in journal(folder)),
+                          "a measured save and a verified checkpoint")
+        assert snap.window.landing_mode and snap.landing == ()
+        point = snap.window.point_of_no_return
+        assert point is not None and point < snap.window.end
+        assert re.search(r" · lands in 1h5\dm", window_line(snap)), window_line(snap)
+        # Run ahead to 20 s before the point of no return.
+        clock.ahead = (point - datetime.now(timezone.utc)).total_seconds() - 20
+        snap = engine.tick()
+        assert snap.landing == () and snap.run("control").state == "running"
+        landed = tick_until(lambda s: any(line.split(" ", 1)[1].startswith("landed:")
+                                          for line in s.landing), "the landing", timeout=180)
+        wait_for(lambda: sum("landed" in m for m in _messages(phone)) >= 1, timeout=30,
+                 what="the landed alert")
+        engine.close()
+
+    events = journal(folder)
+    phases = [e["phase"] for e in events if e["kind"] == "landing"]
+    assert phases == ["began", "save_requested", "saved", "verified", "stopped",
+                      "exporting", "exported", "landed"], phases
+    at = {e["phase"]: datetime.fromisoformat(e["t"].replace("Z", "+00:00"))
+          for e in events if e["kind"] == "landing"}
+    assert at["began"] >= point - timedelta(seconds=2)  # not before the point of no return
+    end = landed.window.end
+    # Everything before the window end, with the retrieval still fitting after it.
+    assert at["landed"] + timedelta(minutes=1) < end, (at["landed"], end)
+
+    # The run saved on request: its script says so, and the saved checkpoint is newer.
+    asked = next(e for e in events if e["kind"] == "landing" and e["phase"] == "save_requested")
+    saved = next(e for e in events if e["kind"] == "landing" and e["phase"] == "saved")
+    err = "".join(p.read_text() for p in (folder / ".cockpit").rglob("control*.err"))
+    assert "saving on request at step" in err, err[-2000:]
+    assert saved["seq"] > asked["seq"]
+    verified = [e for e in events if e["kind"] == "checkpoint_verified" and e["seq"] > asked["seq"]]
+    assert verified and verified[0]["ok"] is True
+    stop = [e for e in events if e["kind"] == "stop_requested"]
+    assert [s["rule"] for s in stop] == ["landing"]
+    export = [e for e in events if e["kind"] == "export_done"]
+    assert len(export) == 1 and export[0]["verified"] is True
+    assert Path(export[0]["tar"]).is_file() and export[0]["fetch"].startswith("rsync ")
+    assert landed.run("control").state == "stopped"
+
+    said = _messages(phone)
+    near = [m for m in said if m.startswith("the landing begins in")]
+    assert near, said
+    final = next(m for m in said if m.startswith("landed: fetch it now: rsync "))
+    assert f"you: {export[0]['fetch']}" in final.splitlines()
+    assert final.splitlines()[-1].endswith("left in the window")
+    # The one figure everywhere: the status line names the landing.
+    assert engine.until_done(engine.state()).code == 5
+
+
+def test_a_clock_that_jumps_past_the_point_lands_nothing_while_it_holds(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    path = write_campaign(folder, [
+        {"id": "control", "hours": 1, "resource": "cpu", "run": "control",
+         "command": [sys.executable, "step.py", "100000", "0.05", "0", "0"]}],
+        start=(datetime.now(timezone.utc) - timedelta(hours=WINDOW_H - 2))
+        .strftime("%Y-%m-%dT%H:%M:%SZ"),
+        extra={"on_deadline": "land", "deadline": {"export_hours": "1m",
+                                                    "retrieve_hours": "1m"}})
+    clock = JumpingClock()
+    engine = Engine(load_campaign(path), auto=True, clock=clock)
+    snap = engine.tick()
+    wait_for(lambda: engine.tick().run("control").state == "running", timeout=30)
+    point = engine.tick().window.point_of_no_return
+    assert point is not None
+    clock.ahead = (point - datetime.now(timezone.utc)).total_seconds() + 60  # a step
+    for _ in range(15):
+        snap = engine.tick()
+        time.sleep(0.2)
+    events = journal(folder)
+    assert any(e["kind"] == "clock_jump" for e in events)
+    assert not [e for e in events if e["kind"] == "landing"], "landed on a clock jump"
+    assert snap.run("control").state == "running" and snap.landing == ()
+    engine.stop("control", "test over")
+    engine.close()
+
+
+def _messages(server: AlertServer) -> list[str]:
+    return [r.json()["message"] for r in server.requests]
