@@ -24,11 +24,12 @@ from cockpit.engine import Engine
 from cockpit.headless.render_text import window_line
 from tests.helpers.alert_server import AlertServer
 from tests.helpers.campaigns import write_campaign
-from tests.helpers.process import SAMPLES, wait_for
+from tests.helpers.process import SAMPLES, run_cockpit, wait_for
 
 pytest.importorskip("torch", reason="the landing saves and reloads a real PyTorch checkpoint")
 
 WINDOW_H = 72  # the rtx4090-3d offer
+SECRET = "tk_landing_5ec7e7"  # the alert URL's token: never journaled, never exported
 
 
 class AheadClock:
@@ -85,7 +86,8 @@ def test_the_control_run_lands_before_the_window_ends(tmp_path: Path) -> None:
     clock = AheadClock()
     with AlertServer() as phone:
         engine = Engine(load_campaign(path), auto=True, clock=clock,
-                        alerts=[Target("phone", f"json://127.0.0.1:{phone.port}/hook")])
+                        alerts=[Target("phone",
+                                       f"json://127.0.0.1:{phone.port}/hook?token={SECRET}")])
 
         def tick_until(done, what: str, timeout: float = 120):
             deadline = time.monotonic() + timeout
@@ -148,8 +150,15 @@ def test_the_control_run_lands_before_the_window_ends(tmp_path: Path) -> None:
     final = next(m for m in said if m.startswith("landed: fetch it now: rsync "))
     assert f"you: {export[0]['fetch']}" in final.splitlines()
     assert final.splitlines()[-1].endswith("left in the window")
-    # The one figure everywhere: the status line names the landing.
     assert engine.until_done(engine.state()).code == 5
+    # The token is nowhere the cockpit writes: the journal, the export (bag, tar,
+    # REPORT.md), the status log, `status --json`.
+    for file in (folder / ".cockpit").rglob("*"):
+        if file.is_file():
+            assert SECRET.encode() not in file.read_bytes(), file
+    status = run_cockpit("status", str(path), "--json")
+    assert status.returncode == 0 and SECRET not in status.stdout + status.stderr
+    assert json.loads(status.stdout)["landing"][-1].split(" ", 1)[1].startswith("landed:")
 
 
 def test_a_clock_that_jumps_past_the_point_lands_nothing_while_it_holds(tmp_path: Path) -> None:
