@@ -21,6 +21,8 @@ Each part has its dependencies given in its constructor and none inherits anothe
                    (``on_deadline: land``), save, verify, stop, export, fetch command
 - ``alerting``     :class:`~cockpit.engine.alerting.AlertDispatcher`: alerts to the
                    person's phone, sent and journaled by a background thread
+- ``flight``       :class:`~cockpit.telemetry.flight.FlightRecorder`: each tick's
+                   telemetry kept on disk (a writing engine that samples; else None)
 - ``actions``      what start/stop/mark/decide/accept/reject/note/cost go to: this
                    machine's own (:class:`LocalActions`), or another's (the fleet hands
                    its remote actions in)
@@ -77,6 +79,7 @@ from cockpit.journal.paths import CampaignFiles
 from cockpit.planning.deadline import expected_export_bytes, export_size
 from cockpit.runs.metrics.progress import progress_of
 from cockpit.telemetry import GpuSampler, HostSampler
+from cockpit.telemetry.flight import FlightRecorder
 
 
 class Actions(Protocol):
@@ -130,7 +133,7 @@ class Engine:
                  actor: str = "cockpit", journal: EventJournal | None = None,
                  supervisor: Supervisor | None = None, machine: int | None = 1,
                  peers: PeerSource | None = None, actions: Actions | None = None,
-                 alerts: Sequence[Target] = ()) -> None:
+                 alerts: Sequence[Target] = (), record: bool = True) -> None:
         self.campaign = campaign
         # Which machine this cockpit is (D12): it launches, stops and supervises only the
         # stages of this machine. None: `cockpit fleet`, every machine is a peer.
@@ -158,6 +161,9 @@ class Engine:
                                actor=actor)
         self.alerting = AlertDispatcher(campaign, past, () if read_only else alerts, machine)
         self.actions: Actions = actions or LocalActions(self.launcher, self.recorder)
+        sampled = gpu_sampler is not None or host_sampler is not None
+        self.flight = (FlightRecorder(CampaignFiles.of(campaign).recorder)
+                       if record and sampled and not read_only else None)
         self._opened = False
 
     def open(self) -> Engine:
@@ -168,6 +174,8 @@ class Engine:
             self._opened = True
             self.past.open()
             self.observer.start()
+            if self.flight is not None:
+                self.flight.open()
         return self
 
     @property
@@ -233,6 +241,8 @@ class Engine:
         self.landing.step(self.past.state(now), now, holding=self.holding())
         state = self.past.state(now)
         self.observer.sample_telemetry(state, now, self.past.journal_once)
+        if self.flight is not None:
+            self.flight.record(now.timestamp(), self.observer.gpu.gpus, self.observer.host)
         self.past.announce(now)
         self.hooks.run(self.past.fresh, now)  # for the events first seen in this tick
         self.alerting.run(self.past.fresh, now)  # queued: a dead target never slows this
@@ -243,7 +253,8 @@ class Engine:
         obs = self.observer
         return build_snapshot(self.campaign, state, Observations(
             streams=obs.streams, checkpoints=obs.checkpoints, gpu=obs.gpu, host=obs.host,
-            telemetry_warnings=obs.warnings + self.time.hold_warning(),
+            telemetry_warnings=obs.warnings + self.time.hold_warning()
+            + (self.flight.warnings if self.flight is not None else ()),
             gpu_memory=obs.gpu_memory_by_run(state),
             journal_problems=tuple(self.journal.problems()), events=tuple(self.past.recent),
             rules_hash=self.launcher.rules_hash, auto=self.auto,
@@ -366,6 +377,8 @@ class Engine:
 
     def close(self) -> None:
         self.alerting.close()
+        if self.flight is not None:
+            self.flight.close()
         self.observer.close()
         self.past.close(save=not self.read_only)
 

@@ -13,6 +13,10 @@ spells a path of its own::
       resume-check/               scratch folders of `verify --resume`
       export/<campaign-id>/       the verified export (cockpit.export.bag; or --out)
       export-hash-cache.json      the export's hash cache
+      recorder.sqlite             the flight recorder: every tick's GPU and host telemetry,
+                                  SQLite in WAL mode (cockpit.telemetry.flight; -wal and
+                                  -shm beside it; unreadable ones moved aside as
+                                  recorder.sqlite.unreadable-<stamp>)
       cache/state.json            the folded history's cache (cockpit.journal.cache)
       cache/streams/<run>.<h>.json  where each run's metric stream stood (derived, checked
                                   before use: cockpit.runs.metrics.stream_cache)
@@ -123,6 +127,11 @@ class CampaignFiles:
     @property
     def export_hash_cache(self) -> Path:
         return self.root / "export-hash-cache.json"
+
+    @property
+    def recorder(self) -> Path:
+        """The flight recorder's store (:mod:`cockpit.telemetry.flight`)."""
+        return self.root / "recorder.sqlite"
 
     @property
     def stream_cache(self) -> Path:
