@@ -9,17 +9,19 @@ from pathlib import Path
 from cockpit.campaign import load_campaign
 from cockpit.planning.advice import role_of
 from cockpit.planning.schedule import plan_campaign
+from tests.helpers.campaigns import recent_start
 from tests.helpers.process import run_cockpit
 
 HEAD = ('campaign: letter\nquestion: "Does variant-x raise accuracy by 0.01 over the control?"\n'
-        "package: {offer: OFFER, start: 2026-12-02T08:00:00Z, count: COUNT}\n")
+        "package: {offer: OFFER, start: START, count: COUNT}\n")
 
 
 def _file(tmp_path: Path, stages: str, offer: str = "rtx4090-3d", count: int = 1,
           extra: str = "") -> Path:
     path = tmp_path / "campaign.yaml"
+    # The window is relative to now: `status` reads the file on the real clock.
     path.write_text(HEAD.replace("OFFER", offer).replace("COUNT", str(count))
-                    + "stages:\n" + stages + extra)
+                    .replace("START", recent_start()) + "stages:\n" + stages + extra)
     return path
 
 

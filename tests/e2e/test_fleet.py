@@ -20,10 +20,14 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.campaigns import step_command, write_campaign
+from tests.helpers.campaigns import recent_start, step_command, write_campaign
 from tests.helpers.sshd import Keys, skip_reason, started_or_skip
 
 PY = sys.executable
+
+
+# One window for every machine's copy of the file, relative to now (the real clock).
+START = recent_start()
 
 
 def _campaign(folder: Path, machines: dict[str, Any]) -> Path:
@@ -36,7 +40,7 @@ def _campaign(folder: Path, machines: dict[str, Any]) -> Path:
          "after": ["pilot"], "run": "variant", "machine": 2, "command": step_command(3, 0.05)},
     ]
     return write_campaign(folder, stages, extra={
-        "package": {"offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z", "count": 2},
+        "package": {"offer": "rtx4090-3d", "start": START, "count": 2},
         "machines": machines})
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers.campaigns import step_command, write_campaign
+from tests.helpers.campaigns import recent_start, step_command, write_campaign
 from tests.helpers.sshd import Keys, Sshd, skip_reason
 
 PY = sys.executable
@@ -28,12 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 
 
+# One window for every machine's copy of the file, relative to now (the real clock).
+START = recent_start()
+
+
 def _campaign(folder: Path, machines: dict[str, Any]) -> Path:
     stages = [{"id": f"s{n}", "hours": 1, "resource": "gpu:0", "category": "essential",
                "run": f"s{n}", "machine": n, "command": step_command(1, 0.0)}
               for n in (1, 2)]
     return write_campaign(folder, stages, extra={
-        "package": {"offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z", "count": 2},
+        "package": {"offer": "rtx4090-3d", "start": START, "count": 2},
         "machines": machines})
 
 

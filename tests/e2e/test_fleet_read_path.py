@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.campaigns import step_command, write_campaign
+from tests.helpers.campaigns import recent_start, step_command, write_campaign
 from tests.helpers.process import run_cockpit, wait_for
 
 
@@ -28,6 +28,10 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# One window for every machine's copy of the file, relative to now (the real clock).
+START = recent_start()
 
 
 def _campaign(folder: Path, machines: dict[str, Any]) -> Path:
@@ -38,7 +42,7 @@ def _campaign(folder: Path, machines: dict[str, Any]) -> Path:
          "run": "variant", "machine": 2, "command": step_command(3, 0.05)},
     ]
     return write_campaign(folder, stages, extra={
-        "package": {"offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z", "count": 2},
+        "package": {"offer": "rtx4090-3d", "start": START, "count": 2},
         "machines": machines})
 
 

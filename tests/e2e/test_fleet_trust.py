@@ -29,7 +29,7 @@ import psutil
 import pytest
 
 from tests.e2e.test_fleet import cockpit, finished, headless, journal, last_status, wait_for
-from tests.helpers.campaigns import step_command, write_campaign
+from tests.helpers.campaigns import recent_start, step_command, write_campaign
 from tests.helpers.sshd import Keys, skip_reason, started_or_skip
 
 PY = sys.executable
@@ -47,6 +47,10 @@ HOLD = textwrap.dedent("""
 """)
 
 
+# One window for every machine's copy of the file, relative to now (the real clock).
+START = recent_start()
+
+
 def _campaign(folder: Path, machines: dict[str, Any]) -> Path:
     stages = [
         {"id": "pilot", "hours": 1, "resource": "gpu:0", "category": "essential",
@@ -58,7 +62,7 @@ def _campaign(folder: Path, machines: dict[str, Any]) -> Path:
          "run": "variant", "machine": 2, "command": step_command(3, 0.05)},
     ]
     path = write_campaign(folder, stages, extra={
-        "package": {"offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z", "count": 2},
+        "package": {"offer": "rtx4090-3d", "start": START, "count": 2},
         "machines": machines})
     (folder / "hold.py").write_text(HOLD)
     return path

@@ -21,7 +21,13 @@ from cockpit.engine import Engine
 from cockpit.headless.status_line import status_line
 from cockpit.headless.status_log import RotatingFile, compact_json, dumps
 from cockpit.telemetry import GpuSampler
-from tests.helpers.campaigns import FINITE, step_command, write_campaign
+from tests.helpers.campaigns import (
+    FINITE,
+    FIXED_START,
+    move_window_to_now,
+    step_command,
+    write_campaign,
+)
 from tests.helpers.process import SAMPLES, run_cockpit, wait_for
 
 FAMILIES = {
@@ -41,6 +47,7 @@ def events(folder: Path) -> list[dict]:
 def test_quick_sample_headless_end_to_end(tmp_path: Path):
     folder = tmp_path / "quick"
     shutil.copytree(SAMPLES / "quick", folder)
+    move_window_to_now(folder / "campaign.yaml")  # run on the real clock
     prom = tmp_path / "cockpit.prom"
     result = run_cockpit("headless", str(folder / "campaign.yaml"), "--auto", "--until-done",
                          "--interval", "0.1", "--simulate-gpus", "2", "--prom", str(prom),
@@ -104,8 +111,9 @@ def test_sighup_reopens_the_status_log(tmp_path: Path):
 
 
 def test_rotation_bounds_a_long_fast_clock_run(tmp_path: Path):
-    path = write_campaign(tmp_path, [{"id": "wait", "hours": 1, "resource": "human"}])
-    t0 = datetime(2026, 12, 2, 8, tzinfo=timezone.utc)
+    path = write_campaign(tmp_path, [{"id": "wait", "hours": 1, "resource": "human"}],
+                          start=FIXED_START)
+    t0 = datetime(2026, 12, 2, 8, tzinfo=timezone.utc)  # FIXED_START
     clock = {"now": t0}
     engine = Engine(load_campaign(path), gpu_sampler=GpuSampler(simulate=8),
                     clock=lambda: clock["now"])

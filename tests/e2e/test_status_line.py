@@ -130,7 +130,7 @@ def test_after_the_close_the_line_says_fetch_by(tmp_path: Path):
     path = idle_campaign(tmp_path)
     compact = a_compact(path)
     deadline = time.time() + 20 * 3600 + 120
-    compact["closed"] = {"exported_at": "2026-12-02T10:00:00Z",
+    compact["closed"] = {"exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                          "fetch_by": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline))}
     write_log(tmp_path / ".cockpit" / "status.jsonl", compact)
     line = run_cockpit("status", str(path), "--line").stdout

@@ -20,7 +20,7 @@ from cockpit.engine.snapshot import Allowed, ExportAction, LogPaths, Snapshot, s
 from cockpit.fleet.open import open_engine
 from cockpit.planning.schedule import plan_campaign
 from tests.engine.test_engine_guards import FakeClock, FakeSupervisor, make, report
-from tests.helpers.campaigns import FINITE, step_command, write_campaign
+from tests.helpers.campaigns import FINITE, FIXED_START, step_command, write_campaign
 
 
 def refused(action: object, *args: object, **kwargs: object) -> str:
@@ -247,7 +247,7 @@ def test_the_other_machines_stages_are_refused_in_the_engines_words(tmp_path: Pa
         {"id": "there", "hours": 1, "resource": "gpu:0", "run": "there", "command": ["t"],
          "machine": 2},
     ], clock, sup, extra={"machines": machines,
-                          "package": {"offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z",
+                          "package": {"offer": "rtx4090-3d", "start": FIXED_START,
                                       "count": 2}})
     snap = engine.tick()
     assert snap.stage("here").start.ok
@@ -344,7 +344,7 @@ def test_the_fleet_is_refused_by_no_machine_it_acts_where_the_stage_lives(
         {"id": "one", "hours": 1, "resource": "gpu:0", "command": ["a"], "machine": 1},
         {"id": "two", "hours": 1, "resource": "gpu:0", "command": ["b"], "machine": 2},
     ], extra={"machines": machines, "package": {
-        "offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z", "count": 2}}))
+        "offer": "rtx4090-3d", "start": FIXED_START, "count": 2}}))
     state = fold(campaign, [], START, None)
     for stage in campaign.stages:
         status = stage_status(campaign, state, stage)

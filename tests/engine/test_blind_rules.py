@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from cockpit.runs.blind import SourceStatus, blind_reason
-from tests.helpers.campaigns import write_campaign
+from tests.helpers.campaigns import FIXED_START, write_campaign
 from tests.helpers.process import run_cockpit
 
 # A run that writes its own JSON lines (no cockpit.report): `--metrics PATH STEPS NAN_AT`.
@@ -40,7 +40,8 @@ SHADOW = "raise ImportError('No module named tensorboard (shadowed by the test)'
 
 
 def _campaign(folder: Path, *, metric: str = "train/loss", declared: str = "logs/r1.jsonl",
-              nan_at: int = 0, acceptance: list[dict[str, Any]] | None = None) -> Path:
+              nan_at: int = 0, acceptance: list[dict[str, Any]] | None = None,
+              start: str | None = None) -> Path:
     run: dict[str, Any] = {"metrics": declared}
     if acceptance:
         run["acceptance"] = acceptance
@@ -49,7 +50,7 @@ def _campaign(folder: Path, *, metric: str = "train/loss", declared: str = "logs
          "command": [sys.executable, "writer.py", "--metrics", "logs/r1.jsonl", "5",
                      str(nan_at)]},
     ], runs={"r1": run}, rules=[{"id": "loss-cap", "kind": "threshold", "metric": metric,
-                                 "max": 100, "action": "stop"}])
+                                 "max": 100, "action": "stop"}], start=start)
     (folder / "writer.py").write_text(WRITER)
     return path
 
@@ -254,7 +255,7 @@ def test_a_running_run_is_blind_at_once_and_journaled_once_after_the_grace(
     from cockpit.engine.guards import BLIND_GRACE_S
     from tests.engine.test_engine_guards import FakeClock, FakeSupervisor
 
-    path = _campaign(tmp_path, metric="train/los")
+    path = _campaign(tmp_path, metric="train/los", start=FIXED_START)  # the FakeClock's
     data = yaml_safe(path)
     data["stop_rules"].append({"id": "seen", "kind": "non_finite", "metric": "train/loss"})
     data["conclusion"] = {"metric": "val/bpx", "baseline": "r1"}

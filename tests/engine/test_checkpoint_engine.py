@@ -15,6 +15,7 @@ import pytest
 
 from cockpit.campaign import load_campaign
 from cockpit.engine import Engine
+from tests.helpers.campaigns import recent_start
 from tests.helpers.process import SAMPLES, run_cockpit
 
 pytest.importorskip("torch", reason="checkpoint tests train a real tiny PyTorch model")
@@ -34,7 +35,7 @@ def resume(run: str, steps: int, *extra: str) -> list[str]:
 def campaign(folder: Path, stages: list[dict], runs: dict, rules: list | None = None) -> Path:
     shutil.copytree(SAMPLES / "digits", folder, ignore=shutil.ignore_patterns("campaign.yaml"))
     doc = {"campaign": "ckpt-test", "package": {"offer": "rtx4090-3d",
-                                                "start": "2026-12-02T08:00:00Z"},
+                                                "start": recent_start()},
            "stages": stages, "runs": runs, "stop_rules": rules or [],
            "settings": {"stop_grace": "2s", "verify_every": "1s"}}
     path = folder / "campaign.yaml"

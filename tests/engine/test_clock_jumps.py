@@ -19,7 +19,7 @@ from cockpit.engine import Engine
 from cockpit.engine.clockwatch import JUMP_THRESHOLD_S, SETTLE_S, ClockWatch
 from cockpit.journal.log import parse_time
 from tests.engine.test_engine_guards import START, FakeClock, FakeSupervisor, journal, make, report
-from tests.helpers.campaigns import FINITE, write_campaign
+from tests.helpers.campaigns import FINITE, FIXED_START, write_campaign
 
 RESTART = {"id": "restart-usable", "kind": "restart", "max_age": "1h"}
 
@@ -181,7 +181,7 @@ def test_a_clock_that_only_gives_wall_time_is_not_watched(tmp_path) -> None:
     sup = FakeSupervisor()
     path = write_campaign(tmp_path, [
         {"id": "core", "hours": 2, "resource": "gpu:0", "run": "core", "command": ["core"]},
-    ], rules=[RESTART])
+    ], rules=[RESTART], start=FIXED_START)
     engine = Engine(load_campaign(path), clock=lambda: now["t"], supervisor=sup)
     engine.start("core")
     engine.tick()

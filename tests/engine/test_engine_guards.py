@@ -20,7 +20,7 @@ from cockpit.campaign import load_campaign
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.engine import Engine
 from cockpit.runs.supervisor import Launched, Marked
-from tests.helpers.campaigns import FINITE, write_campaign
+from tests.helpers.campaigns import FINITE, FIXED_START, write_campaign
 
 START = datetime(2026, 12, 2, 10, 0, tzinfo=timezone.utc)
 
@@ -121,7 +121,7 @@ def make(tmp_path: Path, stages: list[dict], clock: FakeClock, sup: FakeSupervis
          **kwargs: Any) -> tuple[Engine, Path]:
     extra = kwargs.pop("extra", None)
     path = write_campaign(tmp_path, stages, runs=kwargs.pop("runs", None),
-                          rules=kwargs.pop("rules", None), extra=extra)
+                          rules=kwargs.pop("rules", None), extra=extra, start=FIXED_START)
     return Engine(load_campaign(path), clock=clock, supervisor=sup, **kwargs), path
 
 

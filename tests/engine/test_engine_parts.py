@@ -15,7 +15,7 @@ from cockpit.journal.fold import IncrementalFold
 from cockpit.journal.log import Journal
 from cockpit.telemetry import GpuReading
 from tests.engine.test_engine_guards import FakeClock, FakeSupervisor
-from tests.helpers.campaigns import write_campaign
+from tests.helpers.campaigns import FIXED_START, write_campaign
 
 STAGES = [{"id": "a", "hours": 1, "resource": "gpu:0", "run": "r1", "command": ["train"]}]
 
@@ -46,7 +46,7 @@ class CountingGpu:
 
 
 def test_the_constructor_reads_no_journal_and_starts_no_sampler(tmp_path: Path) -> None:
-    campaign = load_campaign(write_campaign(tmp_path, STAGES))
+    campaign = load_campaign(write_campaign(tmp_path, STAGES, start=FIXED_START))
     journal, gpu = CountingJournal(campaign.state_dir / "journal.jsonl"), CountingGpu()
     engine = Engine(campaign, journal=journal, gpu_sampler=gpu, clock=FakeClock(),
                     supervisor=FakeSupervisor())
@@ -59,8 +59,8 @@ def test_the_constructor_reads_no_journal_and_starts_no_sampler(tmp_path: Path) 
 
 
 def test_reading_the_state_announces_nothing_only_the_tick_does(tmp_path: Path) -> None:
-    engine = Engine(load_campaign(write_campaign(tmp_path, STAGES)), clock=FakeClock(),
-                    supervisor=FakeSupervisor())
+    engine = Engine(load_campaign(write_campaign(tmp_path, STAGES, start=FIXED_START)),
+                    clock=FakeClock(), supervisor=FakeSupervisor())
     engine.tick()
     engine.note("a", "why this stage")
     engine.state()
@@ -73,8 +73,8 @@ def test_reading_the_state_announces_nothing_only_the_tick_does(tmp_path: Path) 
 
 def test_a_quiet_tick_folds_nothing_again(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    engine = Engine(load_campaign(write_campaign(tmp_path, STAGES)), clock=FakeClock(),
-                    supervisor=FakeSupervisor())
+    engine = Engine(load_campaign(write_campaign(tmp_path, STAGES, start=FIXED_START)),
+                    clock=FakeClock(), supervisor=FakeSupervisor())
     applied: list[str] = []
     real = IncrementalFold.apply
 

@@ -13,9 +13,9 @@ from cockpit.journal.fold import DONE, DROPPED, FAILED, RUNNING, STOPPED, SUCCEE
 from cockpit.journal.log import format_time
 from cockpit.planning.forecast import forecast
 from cockpit.runs.rules import Point, check_points, check_restart, rules_hash
-from tests.helpers.campaigns import write_campaign
+from tests.helpers.campaigns import FIXED_START, write_campaign
 
-T0 = datetime(2026, 12, 2, 8, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 2, 8, tzinfo=timezone.utc)  # FIXED_START, the window start
 
 
 def ev(seq: int, hours: float, kind: str, **fields):
@@ -33,7 +33,7 @@ def campaign(tmp_path: Path):
          "category": "exploratory", "run": "variant", "command": ["true"]},
         {"id": "write-up", "hours": 4, "resource": "human", "after": ["variant"]},
     ]
-    return load_campaign(write_campaign(tmp_path, stages))
+    return load_campaign(write_campaign(tmp_path, stages, start=FIXED_START))
 
 
 def test_fold_over_three_days_of_events(campaign):
@@ -159,7 +159,8 @@ def test_idle_gpu_under_a_running_gpu_stage_warns_after_grace(tmp_path):
     from cockpit.telemetry.simulated.nvml import FakeGpu, FakeNvml
 
     path = write_campaign(tmp_path, [{"id": "train", "hours": 1, "resource": "gpu"}],
-                          extra={"settings": {"idle_util_pct": 5, "idle_grace": "2m"}})
+                          extra={"settings": {"idle_util_pct": 5, "idle_grace": "2m"}},
+                          start=FIXED_START)
     fake = FakeNvml([FakeGpu()])
     fake.gpus[0].util = 0
     clock = {"now": T0}

@@ -31,7 +31,7 @@ from cockpit.journal.log import Journal, JournalError
 from cockpit.runs import supervisor as sup_mod
 from cockpit.runs.supervisor import Launched, find_marked, launch_marker, stage_marker_prefix
 from tests.engine.test_engine_guards import FakeClock, FakeSupervisor, kinds, make
-from tests.helpers.campaigns import FINITE, step_command, write_campaign
+from tests.helpers.campaigns import FINITE, FIXED_START, step_command, write_campaign
 from tests.helpers.process import run_cockpit, wait_for
 
 
@@ -194,7 +194,7 @@ def test_a_claim_whose_process_lives_is_recorded_running_with_the_fake_superviso
     clock, sup = FakeClock(), FakeSupervisor()
     path = write_campaign(tmp_path, [
         {"id": "train", "hours": 1, "resource": "gpu", "run": "r1", "command": ["train"]},
-    ])
+    ], start=FIXED_START)
     campaign = load_campaign(path)
     failing = FailingJournal(campaign.state_dir / "journal.jsonl", {"stage_started"})
     engine = Engine(campaign, clock=clock, supervisor=sup, journal=failing)
@@ -348,7 +348,7 @@ def test_stop_refuses_to_signal_a_process_the_journal_cannot_prove_is_ours(
     try:
         journal_file = tmp_path / ".cockpit" / "journal.jsonl"
         journal_file.parent.mkdir(parents=True, exist_ok=True)
-        t = "2026-12-02T10:00:00.000000Z"
+        t = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # in the window
         lines = [  # hand-written: a pid and a group, no create_time, no marker
             {"seq": 1, "t": t, "kind": "stage_started", "stage": "train", "run": "r1",
              "pid": sleeper.pid, "pgid": sleeper.pid},

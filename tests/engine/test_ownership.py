@@ -23,7 +23,7 @@ from cockpit.campaign.model import Campaign
 from cockpit.journal.events import EVENT_KINDS, LOCAL, SCOPE
 from cockpit.journal.fold import DONE, NOT_STARTED, PENDING, RUNNING, SUCCEEDED, fold
 from cockpit.journal.read import history_of
-from tests.helpers.campaigns import step_command, write_campaign
+from tests.helpers.campaigns import FIXED_START, step_command, write_campaign
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=1)
@@ -40,7 +40,7 @@ def _plan(folder: Path) -> Campaign:
     ]
     machines = {"1": {"ssh": "box-a", "path": "/c"}, "2": {"ssh": "box-b", "path": "/c"}}
     return load_campaign(write_campaign(folder, stages, extra={
-        "package": {"offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z", "count": 2},
+        "package": {"offer": "rtx4090-3d", "start": FIXED_START, "count": 2},
         "machines": machines}))
 
 

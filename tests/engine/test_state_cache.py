@@ -25,16 +25,16 @@ from cockpit.journal.folded import FoldedHistory
 from cockpit.journal.log import Journal
 from cockpit.journal.paths import CampaignFiles
 from tests.engine.test_engine_guards import FakeClock, FakeSupervisor
-from tests.helpers.campaigns import write_campaign
+from tests.helpers.campaigns import FIXED_START, write_campaign
 
 STAGES = [{"id": "a", "hours": 1, "resource": "gpu:0", "run": "r1", "command": ["train"]},
           {"id": "b", "hours": 1, "resource": "gpu:0", "run": "r2", "command": ["train"]}]
-T0 = datetime(2026, 12, 2, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 2, 8, 0, tzinfo=timezone.utc)  # FIXED_START, the window start
 NOW = T0 + timedelta(days=2)
 
 
 def _campaign(tmp_path: Path, name: str = "c") -> Campaign:
-    return load_campaign(write_campaign(tmp_path / name, STAGES))
+    return load_campaign(write_campaign(tmp_path / name, STAGES, start=FIXED_START))
 
 
 def _event(i: int) -> tuple[str, dict[str, Any]]:

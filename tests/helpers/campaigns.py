@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 # A stage script: writes N metric lines via cockpit.report, then exits with a code.
@@ -27,9 +28,35 @@ def step_command(steps: int = 5, sleep: float = 0.05, nan_at: int = 0, code: int
     return [sys.executable, "step.py", str(steps), str(sleep), str(nan_at), str(code)]
 
 
+# The window start of a campaign driven by a fake clock pinned to this date (its ticks
+# pass explicit times from tests.engine.test_engine_guards.START).
+FIXED_START = "2026-12-02T08:00:00Z"
+
+
+def recent_start(hours_ago: int = 12) -> str:
+    """A window start ``hours_ago`` before now, on the hour: a real-clock test's campaign
+    is inside its window whatever the date (a 3-day offer has 60 h left), never near its
+    end (no deadline warning) and never over."""
+    now = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return (now - timedelta(hours=hours_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def move_window_to_now(path: Path) -> Path:
+    """A copied sample campaign file (its window starts FIXED_START) moved to a window
+    that starts :func:`recent_start`: for a test that runs it on the real clock."""
+    text = path.read_text()
+    fixed = f"start: {FIXED_START}"
+    assert text.count(fixed) == 1, f"{path}: no single '{fixed}' to move"
+    path.write_text(text.replace(fixed, f"start: {recent_start()}"))
+    return path
+
+
 def write_campaign(folder: Path, stages: list[dict], runs: dict | None = None,
                    rules: list[dict] | None = None, extra: dict | None = None,
-                   offer: str = "rtx4090-3d", start: str = "2026-12-02T08:00:00Z") -> Path:
+                   offer: str = "rtx4090-3d", start: str | None = None) -> Path:
+    """A campaign file (JSON, which is YAML) with a step.py beside it; the window starts
+    ``start`` (default: :func:`recent_start`; a fake-clock test passes FIXED_START)."""
+    start = start or recent_start()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "step.py").write_text(STEP_SCRIPT)
     doc: dict = {

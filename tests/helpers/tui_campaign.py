@@ -18,9 +18,9 @@ from cockpit.runs import supervisor
 from cockpit.runs.supervisor import report_path
 from cockpit.telemetry import DiskInfo, GpuSampler, HostInfo
 from tests.engine.test_engine_guards import FakeSupervisor
-from tests.helpers.campaigns import FINITE, write_campaign
+from tests.helpers.campaigns import FINITE, FIXED_START, write_campaign
 
-NOW = datetime(2026, 12, 2, 20, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 20, 30, tzinfo=timezone.utc)  # in the FIXED_START window
 STARTED = NOW - timedelta(minutes=40)
 
 
@@ -65,7 +65,8 @@ def running_campaign(tmp_path: Path) -> Engine:
     ], runs={"control": {"acceptance": [{"metric": "val/accuracy", "min": 0.8}]},
              "variant-a": {"acceptance": [{"metric": "val/accuracy", "min": 0.8}]}},
         rules=[FINITE, {"id": "loss-ceiling", "kind": "threshold", "metric": "loss",
-                        "max": 3.0, "after_step": 10, "runs": ["control", "variant-a"]}])
+                        "max": 3.0, "after_step": 10, "runs": ["control", "variant-a"]}],
+        start=FIXED_START)
     clock = [STARTED]
     engine = Engine(load_campaign(path), clock=lambda: clock[0], actor="tui",
                     supervisor=FakeSupervisor(),  # type: ignore[arg-type]

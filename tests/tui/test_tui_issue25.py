@@ -134,6 +134,8 @@ async def test_the_run_list_highlights_the_run_under_the_cursor(long_runs: Path)
         row = next(i for i in range(table.row_count) if table.row_key_at(i) == "r2")
         table.move_cursor(row)
         app.main.stages_table.focus()  # the cursor stays on r2; the table has no focus
+        await until(pilot, lambda: app.focused is app.main.stages_table)  # focus() is deferred
+        assert table.cursor_key == "r2"
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, PickScreen))
         options = app.screen.query_one(OptionList)

@@ -22,7 +22,7 @@ from cockpit.tui.dialogs import ConfirmScreen, FormScreen, PickScreen  # noqa: E
 from cockpit.tui.keymap import parse_keymap  # noqa: E402
 from cockpit.tui.screens import ChartScreen, LogScreen  # noqa: E402
 from tests.engine.test_engine_guards import FakeSupervisor  # noqa: E402
-from tests.helpers.campaigns import write_campaign  # noqa: E402
+from tests.helpers.campaigns import FIXED_START, write_campaign  # noqa: E402
 from tests.helpers.tui_campaign import NOW, running_campaign, write_reports  # noqa: E402
 from tests.tui.test_tui_pilot import journal, settle, type_text, until  # noqa: E402
 
@@ -241,7 +241,7 @@ def test_export_key_starts_the_plans_export_stage(tmp_path: Path) -> None:
         {"id": "train", "hours": 1, "resource": "gpu", "run": "r1", "command": ["true"]},
         {"id": "bundle", "hours": 0.5, "resource": "cpu", "role": "export",
          "after": ["train"], "command": ["true"]},
-    ])
+    ], start=FIXED_START)
     engine = Engine(load_campaign(path), clock=lambda: NOW, actor="tui",
                     supervisor=FakeSupervisor(),  # type: ignore[arg-type]
                     gpu_sampler=GpuSampler(simulate=1, clock=lambda: 1000.0))

@@ -19,7 +19,7 @@ from cockpit.common.errors import InputError
 from cockpit.engine.alert_health import failing_targets
 from cockpit.engine.alert_kinds import alert_of, peer_alert
 from cockpit.engine.snapshot import EventLine, MachineView
-from tests.helpers.campaigns import write_campaign
+from tests.helpers.campaigns import FIXED_START, write_campaign
 
 T0 = datetime(2026, 12, 4, 3, 12, tzinfo=timezone.utc)
 
@@ -27,7 +27,8 @@ T0 = datetime(2026, 12, 4, 3, 12, tzinfo=timezone.utc)
 @pytest.fixture
 def campaign(tmp_path: Path) -> Campaign:
     return load_campaign(write_campaign(tmp_path, [
-        {"id": "pilot", "hours": 1, "resource": "cpu", "run": "r1", "decision_point": True}]))
+        {"id": "pilot", "hours": 1, "resource": "cpu", "run": "r1", "decision_point": True}],
+        start=FIXED_START))
 
 
 def of(campaign: Campaign, **event: Any) -> Any:

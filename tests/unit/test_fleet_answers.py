@@ -14,7 +14,7 @@ from cockpit.common.errors import ActionRefused
 from cockpit.fleet import remote
 from cockpit.fleet.remote import RemoteActions, parse_written
 from cockpit.fleet.ssh import SshResult
-from tests.helpers.campaigns import step_command, write_campaign
+from tests.helpers.campaigns import recent_start, step_command, write_campaign
 
 
 def test_a_json_list_of_events_is_read_and_tagged_with_its_machine() -> None:
@@ -51,7 +51,7 @@ def test_a_remote_action_whose_cockpit_answers_in_words_is_refused(
     path = write_campaign(tmp_path, [
         {"id": "a", "hours": 1, "resource": "gpu:0", "machine": 2,
          "command": step_command(1, 0.01)},
-    ], extra={"package": {"offer": "rtx4090-3d", "start": "2026-12-02T08:00:00Z",
+    ], extra={"package": {"offer": "rtx4090-3d", "start": recent_start(),
                           "count": 2},
               "machines": {1: {"ssh": "one", "path": "/m1"}, 2: {"ssh": "two", "path": "/m2"}}})
     asked: list[str] = []

@@ -23,7 +23,7 @@ from cockpit.journal.fields import ANY, FIELD_TYPES, Event
 from cockpit.journal.fold import FOLDED_AS_NOTHING, HANDLERS, fold
 from cockpit.journal.log import Journal
 from cockpit.journal.paths import CampaignFiles
-from tests.helpers.campaigns import step_command, write_campaign
+from tests.helpers.campaigns import FIXED_START, step_command, write_campaign
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc)
@@ -136,7 +136,7 @@ def _plan(folder: Path) -> Campaign:
         {"id": "main", "hours": 1, "resource": "gpu:0", "category": "useful",
          "after": ["pilot"], "run": "main", "command": step_command()},
     ]
-    return load_campaign(write_campaign(folder, stages))
+    return load_campaign(write_campaign(folder, stages, start=FIXED_START))
 
 
 _PLAN: dict[str, Campaign] = {}
