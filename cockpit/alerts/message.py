@@ -14,6 +14,9 @@ from cockpit.common.durations import format_duration
 from cockpit.common.printable import printable
 
 FIELD_LIMIT = 300  # characters of one line of an alert (a phone shows a few lines)
+# The person's command is kept whole up to this (a fetch command cut short fetches
+# nothing; a deep campaign folder makes an rsync line longer than FIELD_LIMIT).
+COMMAND_LIMIT = 2000
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,9 @@ def body(alert: Alert, window_end: datetime | None, now: datetime) -> str:
         left = "the rental window has ended"
     else:
         left = f"{format_duration((window_end - now).total_seconds())} left in the window"
-    lines = [alert.what, f"done: {alert.did}", f"you: {alert.todo}", left]
-    return "\n".join(printable(line, FIELD_LIMIT) for line in lines)
+    return "\n".join([printable(alert.what, FIELD_LIMIT),
+                      printable(f"done: {alert.did}", FIELD_LIMIT),
+                      printable(f"you: {alert.todo}", COMMAND_LIMIT), printable(left)])
 
 
 def test_alert(now: datetime) -> Alert:

@@ -22,6 +22,21 @@ def test_the_body_says_what_happened_what_was_done_what_to_do_and_the_time_left(
     assert title(alert, "demo", 2) == "cockpit critical: demo · machine 2"
 
 
+def test_the_persons_command_is_kept_whole_where_a_line_would_be_cut() -> None:
+    """A fetch command from a deep folder is longer than an alert line may be: cut, it
+    would fetch nothing (found by the landing test once its temp folder grew), so the
+    command line keeps it whole, and is still bounded."""
+    fetch = "rsync -avP --partial box:" + "/deep" * 80 + "/export.tar ./"
+    assert len(fetch) > 300
+    alert = Alert("landing:landed", "critical", f"landed: fetch it now: {fetch}",
+                  "exported", fetch)
+    lines = body(alert, None, NOW).splitlines()
+    assert lines[2] == f"you: {fetch}"
+    assert lines[0].endswith("chars)") and len(lines[0]) < 400  # the what line is cut
+    huge = Alert("k", "warn", "-", "-", "x" * 10_000)
+    assert len(body(huge, None, NOW).splitlines()[2]) < 2100
+
+
 def test_untrusted_words_reach_the_phone_printable_and_bounded() -> None:
     alert = Alert("k", "warn", "run \x1b[2Jevil\nsecond line" + "x" * 5000, "-", "-")
     first = body(alert, None, NOW).splitlines()[0]
