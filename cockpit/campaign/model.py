@@ -175,7 +175,7 @@ def with_pilot_roles(stages: Iterable[Stage]) -> list[Stage]:
 
 
 RUN_KINDS = ("train", "inference", "adapter")
-RULE_KINDS = ("non_finite", "threshold", "truncation", "restart", "stalled")
+RULE_KINDS = ("non_finite", "threshold", "truncation", "restart", "stalled", "underfed")
 # ``stalled`` rule defaults: no new step for STALL_FACTOR x the run's own median step
 # interval, and at least STALL_FLOOR_S (the implicit rule on train runs uses both).
 STALL_FACTOR = 10.0
@@ -266,6 +266,10 @@ class StopRule:
     runs: tuple[str, ...] = ()  # empty: every run
     factor: float = STALL_FACTOR  # stalled: x the run's median step interval
     floor_s: float = STALL_FLOOR_S  # stalled: never sooner than this
+    # underfed: every GPU of the run under this utilization (%) for ``for_s`` seconds
+    # (input-bound or stuck); both set on an underfed rule, None on the others.
+    util_below: float | None = None
+    for_s: float | None = None
     # True: the default ``stalled`` rule on train runs, added when the file declares none
     # (shown like any rule, outside the D14 hash: no person fixed it).
     implicit: bool = False

@@ -21,7 +21,10 @@ from cockpit.campaign.model import (
 from cockpit.campaign.yamlread import KeyPath
 
 RULE_KEYS = ("id", "kind", "metric", "min", "max", "after_step", "max_age", "action", "runs",
-             "factor", "floor")
+             "factor", "floor", "util_below", "for")
+# Kinds that are a question for a person first: warn unless the file says stop (a
+# stalled run, GPUs underfed: input-bound or stuck, not broken).
+WARN_KINDS = ("stalled", "underfed")
 SETTING_KEYS = (
     "stop_grace", "idle_util_pct", "idle_grace", "disk_warn_gb", "tolerable_loss",
     "mean_time_between_interruptions", "transfer_rate_mb_s", "verify_within", "verify_timeout",
@@ -70,8 +73,8 @@ def read_stop_rules(check: Checker, value: Any, path: KeyPath) -> tuple[StopRule
             check.err(where + ("after_step",), "after_step must be a whole number >= 0")
             after_step = 0
         stall = _stall_limits(check, kind, entry, where)
-        # A stalled run is a question for a person first: warn unless the file says stop.
-        action = entry.get("action", "warn" if kind == "stalled" else "stop")
+        underfed = _underfed_limits(check, kind, entry, where)
+        action = entry.get("action", "warn" if kind in WARN_KINDS else "stop")
         if action not in ("stop", "warn"):
             check.err(where + ("action",), "action must be stop or warn")
             action = "stop"
@@ -79,7 +82,9 @@ def read_stop_rules(check: Checker, value: Any, path: KeyPath) -> tuple[StopRule
         rules.append(StopRule(rule_id, kind, metric if isinstance(metric, str) else None,
                               bounds["min"], bounds["max"], after_step, max_age, action, runs,
                               factor=stall.get("factor", STALL_FACTOR),
-                              floor_s=stall.get("floor_s", STALL_FLOOR_S)))
+                              floor_s=stall.get("floor_s", STALL_FLOOR_S),
+                              util_below=underfed.get("util_below"),
+                              for_s=underfed.get("for_s")))
     return tuple(rules)
 
 
@@ -122,6 +127,36 @@ def _stall_limits(check: Checker, kind: str, entry: dict[str, Any],
         floor = check.duration(entry["floor"], where + ("floor",), "floor")
         if floor is not None:
             out["floor_s"] = floor
+    return out
+
+
+def _underfed_limits(check: Checker, kind: str, entry: dict[str, Any],
+                     where: KeyPath) -> dict[str, float]:
+    """An underfed rule's ``util_below`` (percent, 0 < x <= 100) and ``for`` (a duration),
+    both needed; only there. It watches the run's GPUs, never a metric."""
+    out: dict[str, float] = {}
+    for key in ("util_below", "for"):
+        if key in entry and kind != "underfed":
+            check.err(where + (key,), f"{key} belongs to an underfed rule, not a {kind} rule")
+    if kind != "underfed":
+        return out
+    if "metric" in entry:
+        check.err(where + ("metric",), "an underfed rule watches its run's GPU utilization, "
+                                       "not a metric: remove metric")
+    for key in ("util_below", "for"):
+        if key not in entry:
+            check.err(where, f"an underfed rule needs {key} (e.g. util_below: 10, for: 20m)")
+    if "util_below" in entry:
+        below = check.positive(entry["util_below"], where + ("util_below",), "util_below")
+        if below is not None and below > 100:
+            check.err(where + ("util_below",), f"util_below is a GPU utilization in percent "
+                                               f"(above 0, at most 100), not {below:g}")
+        elif below is not None:
+            out["util_below"] = below
+    if "for" in entry:
+        seconds = check.duration(entry["for"], where + ("for",), "for")
+        if seconds is not None:
+            out["for_s"] = seconds
     return out
 
 

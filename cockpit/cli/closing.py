@@ -266,10 +266,19 @@ def cmd_next(args: argparse.Namespace) -> int:
                 isinstance(load, (int, float)) and isinstance(ev.get("run"), str):
             restore.setdefault(str(ev["run"]), []).append(float(load))
     costs = MeasuredCosts(save, {run: float(median(v)) for run, v in restore.items()})
-    from cockpit.runs.metrics.progress import reported_progress
+    from cockpit.close.hours import lost_hours
+    from cockpit.close.hours_read import read_hours
+    from cockpit.planning.calibrate import StageMeasure
+    from cockpit.runs.metrics.progress import reported_steps
 
-    # A stopped stage's time counts only scaled by the share of its steps it reached (D24).
-    text = calibrate(decided, state, now, costs, reported_progress(decided, state))
+    # A stopped stage's time counts only scaled by the share of its steps it reached (D24);
+    # too little of them: its steps at the throughput it measured.
+    progress, max_steps = reported_steps(decided, state)
+    hours = read_hours(decided, state, now, machine_of(args))
+    run_of = {s.id: s.run for s in decided.stages}
+    measured = {s.stage: StageMeasure(s.throughput, max_steps.get(run_of.get(s.stage) or ""),
+                                      s.hours.mean_util) for s in hours.stages}
+    text = calibrate(decided, state, now, costs, progress, measured, lost_hours(hours))
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:

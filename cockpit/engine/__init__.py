@@ -22,6 +22,7 @@ part inherits another. Where each behaviour lives:
 - ``recorder``    verdicts, notes, costs, marks, decisions, the plan's record (D24)
 - ``evidence``    verify, verify --resume, export
 - ``hooks``       a person's commands run on events
+- ``recorded``    the flight recording read back for the faces (``telemetry_history``)
 - ``build``       the pure ``build_snapshot``; ``readiness`` (pure) ready/waiting/blocked
 
 The engine knows no fleet: the other machines come as a ``PeerSource`` and remote
@@ -41,10 +42,12 @@ from cockpit.engine.facade import (
 from cockpit.engine.guards import ExitVerdict
 from cockpit.engine.launcher import params_hash
 from cockpit.engine.ports import Clock, SystemClock, utc_now
+from cockpit.engine.recorded import Recorded, columns, thinned
 from cockpit.journal.events import EVENT_KINDS, describe_event
 from cockpit.journal.log import JournalError
 from cockpit.journal.paths import CampaignFiles
 
 __all__ = ["EVENT_KINDS", "ActionRefused", "Actions", "CampaignFiles", "Clock", "Engine",
-           "ExitVerdict", "InputError", "JournalError", "LocalActions", "SystemClock",
-           "default_samplers", "describe_event", "machine_from_env", "params_hash", "utc_now"]
+           "ExitVerdict", "InputError", "JournalError", "LocalActions", "Recorded",
+           "SystemClock", "columns", "default_samplers", "describe_event", "machine_from_env",
+           "params_hash", "thinned", "utc_now"]

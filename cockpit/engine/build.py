@@ -16,6 +16,7 @@ from datetime import datetime
 from cockpit.campaign.model import Campaign
 from cockpit.close.budget import budget_of
 from cockpit.close.conclusion import conclude
+from cockpit.close.hours import HoursBought
 from cockpit.common.printable import printable
 from cockpit.engine.affordances import (
     export_action,
@@ -37,6 +38,7 @@ from cockpit.engine.snapshot import (
     WindowView,
 )
 from cockpit.engine.timebase import parse_t
+from cockpit.engine.underfed import UnderfedSeen
 from cockpit.journal.fold import DONE, RUNNING, CampaignState
 from cockpit.journal.log import JournalProblem
 from cockpit.planning.deadline import (
@@ -76,6 +78,9 @@ class Observations:
     machine: int | None = 1
     machines: tuple[MachineView, ...] = ()
     landing: tuple[str, ...] = ()  # the landing's steps so far (engine.landing)
+    # run -> rule -> what each underfed rule saw of the run's GPUs (engine.underfed)
+    underfed: Mapping[str, Mapping[str, UnderfedSeen]] = field(default_factory=dict)
+    hours: HoursBought | None = None  # what the GPU-hours bought (engine.hours, cached)
 
 
 SNAPSHOT_NOTES = 10  # a stage's newest notes in the Snapshot (the journal holds all)
@@ -112,7 +117,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                                                            now),
         runs=run_views(campaign, state, obs.streams, obs.checkpoints, obs.gpu_memory,
                        max_steps, obs.machine, now),
-        rules=rule_views(campaign, state, obs.streams), pending_decisions=state.pending_decisions,
+        rules=rule_views(campaign, state, obs.streams, obs.underfed),
+        pending_decisions=state.pending_decisions,
         revised=state.revised, gpus=obs.gpu, host=obs.host,
         warnings=tuple(printable(w) for w in warnings),
         events=obs.events, auto=obs.auto, budget=budget_of(campaign, state, now),
@@ -121,7 +127,7 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         export_action=export_action(campaign, state, obs.machine),
         schedule=planned_schedule(campaign),
         exported_at=parse_t(export) if export and export.get("verified") else None,
-        landing=tuple(printable(line) for line in obs.landing))
+        landing=tuple(printable(line) for line in obs.landing), hours=obs.hours)
 
 
 def stage_views(campaign: Campaign, state: CampaignState, obs: Observations, fc: Forecast,

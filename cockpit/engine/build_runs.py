@@ -13,12 +13,14 @@ from cockpit.campaign.model import Campaign, MetricCheck, StopRule
 from cockpit.common.printable import is_printable, printable
 from cockpit.engine.affordances import log_paths, run_stop_allowed, verdict_allowed
 from cockpit.engine.snapshot import CheckpointView, RuleView, RunView
+from cockpit.engine.underfed import UnderfedSeen
 from cockpit.journal.fold import NOT_STARTED, RUNNING, CampaignState, RunState
 from cockpit.journal.log import parse_time
 from cockpit.runs.blind import BLIND, WAITING, declared_sources, stream_blind, watches_metric
 from cockpit.runs.checkpoints.discovery import CheckpointScan, interval_advice
 from cockpit.runs.metrics.stream import MetricPoint, MetricStream
 from cockpit.runs.rules import span, stall_limit, step_interval
+from cockpit.runs.supervisor import stage_gpus
 
 
 def shown(value: str | None) -> str | None:
@@ -64,12 +66,15 @@ def run_views(campaign: Campaign, state: CampaignState, streams: Mapping[str, Me
 
 
 def rule_views(campaign: Campaign, state: CampaignState,
-               streams: Mapping[str, MetricStream]) -> tuple[RuleView, ...]:
+               streams: Mapping[str, MetricStream],
+               underfed: Mapping[str, Mapping[str, UnderfedSeen]] | None = None
+               ) -> tuple[RuleView, ...]:
     rules = []
     for rule in campaign.stop_rules:
         for run_id, run in state.runs.items():
-            if not rule.applies_to(run_id):
-                continue
+            if not rule.applies_to(run_id) or (rule.kind == "underfed" and not rule.runs
+                                               and not watched_gpus(campaign, run)):
+                continue  # an underfed rule for every run: a run holding no GPU is not its
             hit = next((f for f in state.fired if f.run == run_id and f.rule == rule.id
                         and f.attempt == run.attempt), None)
             stream = streams.get(run_id)
@@ -82,6 +87,9 @@ def rule_views(campaign: Campaign, state: CampaignState,
                                       "fired" if hit.action == "stop" else "warn",
                                       shown(hit.reason), rule.action, rule.metric, hit.value,
                                       rule.implicit))
+            elif rule.kind == "underfed":
+                rules.append(underfed_view(rule, run, (underfed or {}).get(run_id, {})
+                                           .get(rule.id)))
             else:  # unknown is not ok: a metric never seen leaves the rule blind
                 note = stall_note(rule, run, stream) \
                     if rule.kind == "stalled" and run.state == RUNNING else None
@@ -95,6 +103,42 @@ def rule_views(campaign: Campaign, state: CampaignState,
 
 
 NO_INTERVAL = "no interval yet (under 3 steps): cannot tell a stall yet"
+NO_GPU_SAMPLE = ("no GPU sample of this run yet (a cockpit samples only its own machine's "
+                 "GPUs)")
+
+
+def watched_gpus(campaign: Campaign, run: RunState) -> tuple[int, ...]:
+    """The GPUs an underfed rule watches on a run: those it started on; before its start,
+    those its stage plans to hold."""
+    if run.state != NOT_STARTED:
+        return run.gpus
+    stage = campaign.stage_of_run(run.id)
+    return stage_gpus(stage, campaign.package.offer.gpus) if stage is not None else ()
+
+
+def underfed_view(rule: StopRule, run: RunState, seen: UnderfedSeen | None) -> RuleView:
+    """An underfed rule that has not fired on a run: waiting (not started; running with
+    no GPU sample yet, or on another machine's GPUs), blind (it cannot see a GPU's
+    utilization), else ok with what it sees: the streak under the limit, or the GPUs'
+    utilization now. An ended run it never fired on: ok."""
+    if run.state == NOT_STARTED:
+        return RuleView(rule.id, run.id, rule.kind, WAITING, None, rule.action)
+    if run.state != RUNNING:
+        return RuleView(rule.id, run.id, rule.kind, "ok", None, rule.action)
+    if seen is None:
+        return RuleView(rule.id, run.id, rule.kind, WAITING, NO_GPU_SAMPLE, rule.action)
+    if seen.blind is not None:
+        return RuleView(rule.id, run.id, rule.kind, BLIND, shown(seen.blind), rule.action)
+    known = [u for u in seen.utils if u is not None]
+    peak = max(known) if known else None
+    if seen.streak is not None:
+        note = (f"under {rule.util_below:g}% for {span(seen.streak.below_s)} (fires at "
+                f"{span(rule.for_s or 0.0)})")
+    else:
+        note = "GPU " + ", ".join(f"{g} at {u:g}%" for g, u in zip(seen.gpus, seen.utils,
+                                                                  strict=False)
+                                  if u is not None)
+    return RuleView(rule.id, run.id, rule.kind, "ok", note, rule.action, None, peak)
 
 
 def stall_note(rule: StopRule, run: RunState, stream: MetricStream | None) -> str:

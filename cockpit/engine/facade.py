@@ -23,6 +23,8 @@ Each part has its dependencies given in its constructor and none inherits anothe
                    person's phone, sent and journaled by a background thread
 - ``flight``       :class:`~cockpit.telemetry.flight.FlightRecorder`: each tick's
                    telemetry kept on disk (a writing engine that samples; else None)
+- ``hours``        :class:`~cockpit.engine.hours.HoursCache`: what the GPU-hours
+                   bought, read from the recording at most once a minute
 - ``actions``      what start/stop/mark/decide/accept/reject/note/cost go to: this
                    machine's own (:class:`LocalActions`), or another's (the fleet hands
                    its remote actions in)
@@ -54,6 +56,7 @@ from cockpit.engine.exits import ExitRecorder
 from cockpit.engine.guards import ExitVerdict, ExportFacts
 from cockpit.engine.history import History
 from cockpit.engine.hooks import HookDispatcher
+from cockpit.engine.hours import HoursCache
 from cockpit.engine.landing import Landing, landing_now
 from cockpit.engine.launcher import Launcher
 from cockpit.engine.observer import Observer
@@ -67,6 +70,7 @@ from cockpit.engine.ports import (
     Supervisor,
     as_clock,
 )
+from cockpit.engine.recorded import Recorded, read_recorded
 from cockpit.engine.recorder import Recorder
 from cockpit.engine.scope import Scope
 from cockpit.engine.snapshot import Snapshot
@@ -161,6 +165,7 @@ class Engine:
                                actor=actor)
         self.alerting = AlertDispatcher(campaign, past, () if read_only else alerts, machine)
         self.actions: Actions = actions or LocalActions(self.launcher, self.recorder)
+        self.hours = HoursCache(campaign, machine, lambda: self.observer.streams)
         sampled = gpu_sampler is not None or host_sampler is not None
         self.flight = (FlightRecorder(CampaignFiles.of(campaign).recorder)
                        if record and sampled and not read_only else None)
@@ -260,7 +265,8 @@ class Engine:
             rules_hash=self.launcher.rules_hash, auto=self.auto,
             new_events=self.past.take_fresh(),
             decided_planned_s=self.recorder.decided_planned_s(state), machine=self.machine,
-            machines=self.past.machine_views(), landing=self.landing.timeline()), now)
+            machines=self.past.machine_views(), landing=self.landing.timeline(),
+            hours=self.hours.get(state, now), underfed=obs.underfed.looks()), now)
 
     def _export_facts(self, state: CampaignState) -> ExportFacts:
         export = state.export  # the newest export written, as folded (cache included)
@@ -285,6 +291,15 @@ class Engine:
         """The state under the journal lock: what was read under it folded, with the
         peers' events."""
         return self.past.fold_locked(now)
+
+    def telemetry_history(self, t0: float, t1: float, *, gpu: Sequence[str] = ("util",),
+                          host: Sequence[str] = (), raw: bool = False,
+                          width: int | None = None, gpus: Iterable[int] = ()) -> Recorded:
+        """What the flight recording holds between ``t0`` and ``t1`` (epoch seconds),
+        read-only (:mod:`cockpit.engine.recorded`): what the faces show of the time
+        before they opened. Safe beside the tick (its own read-only connection)."""
+        return read_recorded(CampaignFiles.of(self.campaign).recorder, t0, t1, gpu=gpu,
+                             host=host, raw=raw, width=width, gpus=gpus)
 
     def holding(self) -> bool:
         """Whether time-based actions wait for the clock to settle after a jump."""
@@ -356,6 +371,8 @@ class Engine:
 
     def export(self, now: datetime | None = None) -> Event:
         self.open()
+        if self.flight is not None:
+            self.flight.flush(5.0)  # the minutes closed so far, into the export's minutes.csv
         return self.evidence.export(now=now)
 
     def wait_stopped(self, run_id: str, timeout: float, poll: float = 0.1) -> bool:

@@ -5,9 +5,12 @@ signal and write no journal; the launcher carries their intents out.
 - A stop rule fires on the run's fresh metric points (``rule_fired``; a ``stop`` rule
   also requests the stop). A ``restart`` rule fires when the run has had no usable
   restart for its ``max_age`` (not while its newest checkpoint is being verified); a
-  ``stalled`` rule when its step has not moved for its limit (monotonic).
+  ``stalled`` rule when its step has not moved for its limit (monotonic); an
+  ``underfed`` rule when every GPU of the run stayed under its utilization for ``for``
+  (the streak the observer keeps, :mod:`cockpit.engine.underfed`).
 - A rule whose metric was never seen is *blind*: journaled once per rule and attempt
-  when the run has run ``BLIND_GRACE_S`` or has ended.
+  when the run has run ``BLIND_GRACE_S`` or has ended; an underfed rule, when it has
+  not seen its run's GPUs' utilization for ``BLIND_GRACE_S`` without a break.
 - A requested stop escalates to SIGKILL once ``stop_grace`` has passed (monotonic).
 - In auto mode, ready stages start in plan order; nothing starts past a pending
   decision or a revision (the launcher checks readiness again under the lock).
@@ -22,7 +25,7 @@ the clock has settled (the caller passes ``holding``); rules on metric values ne
 from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, StopRule
@@ -38,6 +41,7 @@ from cockpit.engine.intents import (
     StopRun,
 )
 from cockpit.engine.readiness import stage_status
+from cockpit.engine.underfed import UnderfedSeen
 from cockpit.journal.fold import (
     DONE,
     FAILED,
@@ -52,7 +56,13 @@ from cockpit.planning.deadline import closing_times, deadline_check, work_end
 from cockpit.planning.forecast import forecast
 from cockpit.runs.blind import declared_sources, stream_blind, watches_metric
 from cockpit.runs.metrics.stream import MetricPoint, MetricStream
-from cockpit.runs.rules import Firing, check_points, check_restart, check_stalled
+from cockpit.runs.rules import (
+    Firing,
+    check_points,
+    check_restart,
+    check_stalled,
+    check_underfed,
+)
 
 BLIND_GRACE_S = 120.0  # a running run's first reports come within this; then blind is news
 
@@ -68,6 +78,8 @@ class RunSeen:
     silent_s: float  # since its step last moved (monotonic)
     interval_s: float | None  # its median step interval (None: too few points)
     verifying: bool  # its newest checkpoint is being verified (a restart rule waits)
+    # rule -> what each underfed rule saw of its GPUs at the last sample
+    underfed: Mapping[str, UnderfedSeen] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,10 @@ def _rule_fires(rule: StopRule, run: RunState, look: RunSeen, holding: bool
     if firing is None and rule.kind == "stalled" and run.stop is None:
         firing = check_stalled(rule, interval_s=look.interval_s, silent_s=look.silent_s,
                                step=look.stream.latest_step)
+    gpus = look.underfed.get(rule.id)
+    if firing is None and rule.kind == "underfed" and run.stop is None and gpus is not None:
+        firing = check_underfed(rule, gpus.streak, gpus=gpus.gpus,
+                                step=look.stream.latest_step)
     return firing
 
 
@@ -124,11 +140,17 @@ def blind_rules(campaign: Campaign, state: CampaignState, seen: Mapping[str, Run
         fired = state.fired_for(run.id, run.attempt)
         for rule in campaign.stop_rules:
             key = f"blind:{run.id}:{run.attempt}:{rule.id}"
-            if key in known or rule.id in fired or not rule.applies_to(run.id) \
-                    or not watches_metric(rule):
+            if key in known or rule.id in fired or not rule.applies_to(run.id):
                 continue
-            why = stream_blind(rule.metric, run.state, look.stream,
-                               declared_sources(campaign, run.id), strict=bool(rule.runs))
+            if rule.kind == "underfed":
+                gpus = look.underfed.get(rule.id)
+                why = gpus.blind if gpus is not None and gpus.blind_s >= BLIND_GRACE_S \
+                    else None
+            elif watches_metric(rule):
+                why = stream_blind(rule.metric, run.state, look.stream,
+                                   declared_sources(campaign, run.id), strict=bool(rule.runs))
+            else:
+                continue
             if why is not None:
                 out.append(RecordOnce("rule_blind", key, {
                     "run": run.id, "stage": run.stage, "rule": rule.id, "metric": rule.metric,

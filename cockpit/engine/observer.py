@@ -6,8 +6,9 @@ and tells the guards what it saw of each run (:class:`~cockpit.engine.guards.Run
 the new points, ages and silences on the monotonic clock). Once per tick it samples
 telemetry (GPUs, host): a lost GPU or an Xid is journaled once, and so are a GPU's
 clocks held down and a disk running low when each begins; idle GPUs while a GPU stage
-runs are a warning. What it holds (streams, checkpoint scans, readings) goes
-into the snapshot.
+runs are a warning; each sample feeds the ``underfed`` rules' streaks
+(:mod:`cockpit.engine.underfed`). What it holds (streams, checkpoint scans, readings)
+goes into the snapshot.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from cockpit.engine.guards import RunSeen
 from cockpit.engine.ports import GpuSource, HostSource, Supervisor, ancestor_run
 from cockpit.engine.scope import Scope
 from cockpit.engine.timebase import Timebase, parse_t
+from cockpit.engine.underfed import UnderfedWatch
 from cockpit.journal.fold import NOT_STARTED, RUNNING, CampaignState, RunState
 from cockpit.journal.paths import CampaignFiles
 from cockpit.runs.checkpoints.discovery import CheckpointScan, CheckpointScanner
@@ -73,6 +75,8 @@ class Observer:
         self._idle: dict[int, IdleDetector] = {}
         self._idle_args = (settings.idle_util_pct, settings.idle_grace_s)
         self._held: set[str] = set()  # GPUs held down and disks low at the last sample
+        self.underfed = UnderfedWatch(scope, timebase,
+                                      CampaignFiles.of(self.campaign).recorder)
 
     def start(self) -> None:
         """Start sampling the GPUs (NVML init; a background sampler thread)."""
@@ -157,7 +161,8 @@ class Observer:
             age_s=self.time.age_s(run.attempt, run.started_at, now),
             since_restart_s=self._since_restart(run, now), silent_s=mono - step_at,
             interval_s=step_interval(stream.recent, since),
-            verifying=restart_rule and run.state == RUNNING and verifying(run))
+            verifying=restart_rule and run.state == RUNNING and verifying(run),
+            underfed=self.underfed.looks().get(run.id, {}))
 
     def stop_ages(self, state: CampaignState, now: datetime) -> dict[str, float]:
         """Seconds since each stop request of this machine's runs (monotonic)."""
@@ -213,6 +218,8 @@ class Observer:
                     "" if event.kind == "gpu_lost" else f":{event.code}:{event.at}")
                 journal_once("warning", key, now, message=event.message, source="gpu",
                              gpu=event.gpu, event=event.kind)
+        # Without a GPU sampler the reading stays "not sampled": underfed rules are blind.
+        self.underfed.update(state, self.gpu, now)
         if self.host_sampler is not None:
             self.host = self.host_sampler.sample()
             warnings.extend(self.host.warnings)

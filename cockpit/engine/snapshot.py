@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.close.budget import Budget, EarlierAttempt, OtherCost, PackageTerms, Rejection
+from cockpit.close.hours import GpuHours, HoursBought, IdleGap, StageHours
 from cockpit.common.durations import format_duration
 from cockpit.common.units import Money
 from cockpit.planning.schedule import Slot
@@ -29,7 +30,8 @@ from cockpit.telemetry import GpuReading, HostInfo, gpu_json, host_json
 # Re-exported: the types and words a face names (a face imports nothing below the engine).
 __all__ = [
     "BLIND", "BLIND_MARK", "WAITING", "Allowed", "Budget", "CheckpointView", "EarlierAttempt",
-    "EventLine", "ExportAction", "GpuReading", "HostInfo", "LogPaths", "MachineView",
+    "EventLine", "ExportAction", "GpuHours", "GpuReading", "HostInfo", "HoursBought",
+    "IdleGap", "LogPaths", "MachineView", "StageHours",
     "MetricPoint", "Money", "OtherCost", "PackageTerms", "Rejection", "RuleView", "RunView",
     "Slot", "Snapshot", "StageView", "WindowView", "snapshot_json",
 ]
@@ -264,6 +266,8 @@ class Snapshot:
     exported_at: datetime | None = None
     # The landing's steps as they happened, each with its time (empty: none began).
     landing: tuple[str, ...] = ()
+    # What this machine's GPU-hours bought so far (issue 27; None: not computed).
+    hours: HoursBought | None = None
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)
@@ -372,6 +376,8 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         out["gpu_error"] = snap.gpus.error
     if snap.budget is not None:
         out["budget"] = snap.budget.as_json()
+    if snap.hours is not None:
+        out["hours"] = snap.hours.as_json()
     x = snap.export_action
     out["export_action"] = {"kind": x.kind, "stage": x.stage, "force": x.force,
                             **allowed_json(x.allowed)}

@@ -12,7 +12,8 @@ This module owns ``export_campaign``. What it writes (the *export root*, by defa
 Payload (``data/``): the plan file byte for byte and its hash, the journal, per run its
 params, raw metric files of every source (TensorBoard event files and their scalars as
 JSON lines: ``metric_export``), predictions, expected ids, outputs, stop reason and the
-artifact chosen for the result; ``manifest.json``, ``REPORT.md`` + ``timeline.svg``,
+artifact chosen for the result; ``telemetry/minutes.csv`` (the flight recording's minute
+aggregates: ``minutes_export``); ``manifest.json``, ``REPORT.md`` + ``timeline.svg``,
 ``RELOAD.md`` + ``reload.json``.
 
 Each file is read once: copied in a stream while hashed, or, for large artifacts on
@@ -55,11 +56,14 @@ import cockpit
 from cockpit.campaign.model import Campaign
 from cockpit.close.budget import budget
 from cockpit.close.conclusion import conclude
+from cockpit.close.hours_read import read_hours
 from cockpit.common.fsutil import fsync_dir
 from cockpit.common.printable import printable_block
 from cockpit.export.bagit_files import fetch_target, fetch_text, write_bag_files, write_tar
 from cockpit.export.export_checks import HISTORY_FILE
 from cockpit.export.hashing import HashCache
+from cockpit.export.hours_md import hours_section
+from cockpit.export.minutes_export import MinutesExport, add_minutes
 from cockpit.export.payload import FileEntry, Payload
 from cockpit.export.provenance_files import (
     add_provenance,
@@ -297,13 +301,15 @@ def _build(campaign: Campaign, state: CampaignState, events: list[Event], root: 
     step("plan_written")
     runs = add_runs(payload, campaign, state, artifacts, warnings)
     step("runs_written")
+    minutes = add_minutes(payload, campaign, warnings)  # never fails on a bad recording
     timings["payload_s"] = round(time.monotonic() - t0, 4)
 
     _add_reports(payload, campaign, state, events, plan, now, artifacts, runs,
-                 environment_future.result(), warnings, step)
+                 environment_future.result(), warnings, step, minutes)
     step("payload_written")
 
-    write_bag_files(bag, payload.files, _bag_info(campaign, now, plan.sha256))
+    write_bag_files(bag, payload.files, {**_bag_info(campaign, now, plan.sha256),
+                                         "Telemetry-Minutes": minutes.info()})
     fsync_dir(bag)
     step("bag_written")
     size = sum(f.size for f in payload.files.values()) + sum(
@@ -344,7 +350,7 @@ def _build(campaign: Campaign, state: CampaignState, events: list[Event], root: 
 def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
                  events: list[Event], plan: FileEntry, now: datetime, artifacts: str,
                  runs: RunsExport, environment: dict[str, Any], warnings: list[str],
-                 step: Progress) -> None:
+                 step: Progress, minutes: MinutesExport | None = None) -> None:
     """Provenance, REPORT.md and timeline.svg, the reload recipe (reload.json, RELOAD.md)
     and manifest.json: what is written once the runs are in."""
     # The code, the environment and the plan as decided and at the end (D22, D24).
@@ -358,8 +364,9 @@ def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
     verdict = conclude(campaign, state, runs.metric_values)
     svg = timeline_svg(campaign, state, now)
     payload.add_bytes("timeline.svg", svg.encode())
+    hours = read_hours(campaign, state, now)  # this machine's (the export's own)
     report_text = render_report(campaign, state, now, money, verdict, runs.runs_json,
-                                "timeline.svg", events=events) \
+                                "timeline.svg", events=events) + hours_section(hours) \
         + environment_section(prov, reload_script, table)
     payload.add_bytes("REPORT.md", report_text.encode())
     info = {"python": platform.python_version(), "implementation": platform.python_implementation(),
@@ -371,7 +378,9 @@ def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
         campaign, table, prov.environment)).encode())
     manifest = _manifest(campaign, state, events, payload, plan, now, artifacts, runs.runs_json,
                          {"conclusion": verdict.as_json(), "budget": money,
-                          "provenance": prov.as_json(), "reload_script": reload_script},
+                          "hours": hours.as_json(),
+                          "provenance": prov.as_json(), "reload_script": reload_script,
+                          "telemetry_minutes": minutes.as_json() if minutes else None},
                          warnings)
     payload.add_bytes("manifest.json", (json.dumps(manifest, indent=2, default=str)
                                         + "\n").encode())

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from cockpit.export.export_checks import HISTORY_FILE, Check, payload_files
+from cockpit.export.minutes_csv import MINUTES_PATH
 
 TEXT_SUFFIXES = (".txt", ".md", ".json", ".jsonl", ".yaml", ".yml", ".csv", ".tsv", ".cfg",
                  ".ini", ".toml", ".log", ".py", ".sh", ".svg", ".sha256", ".ids", "")
@@ -72,6 +73,8 @@ def no_temp_paths(bag: Path, campaign_folder: Path | None) -> Check:
     for path in payload_files(bag):
         if path.suffix.lower() not in TEXT_SUFFIXES:
             continue
+        if path.relative_to(bag).as_posix() == MINUTES_PATH:
+            continue  # the disks the cockpit watched (telemetry minutes checks the file)
         try:
             if path.stat().st_size > TEXT_MAX_BYTES:
                 continue

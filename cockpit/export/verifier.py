@@ -9,6 +9,9 @@ This module owns ``verify_export(bag_dir)``, run at the end of every export and 
 - metrics exported: each accepted run's metrics are in the bag (every file the
   manifest lists, at least one file of every source the plan declares: a TensorBoard
   run's event files and their scalars as JSON lines);
+- telemetry minutes: ``data/telemetry/minutes.csv`` (the flight recording's minute
+  aggregates) row by row, as many rows as the manifest declares, or the reason the
+  manifest gives for there being none (:mod:`cockpit.export.minutes_csv`);
 - expected ids: each accepted run's predictions hold exactly its expected ids;
 - no empty file;
 - no temporary paths: no text/JSON/YAML payload file points into /tmp, /var/tmp,
@@ -53,6 +56,7 @@ from cockpit.export.export_checks import (
     no_empty,
     runs_accounted,
 )
+from cockpit.export.minutes_csv import minutes_check
 from cockpit.export.rebuild_check import REBUILD_TIMEOUT_S, environment_check, rebuild_check
 from cockpit.export.temp_paths import no_temp_paths
 from cockpit.runs.checkpoints.reload_check import verify_checkpoint
@@ -161,6 +165,7 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
     else:
         report.checks.append(runs_accounted(bag, manifest))
     report.checks.append(metrics_exported(bag, manifest))
+    report.checks.append(minutes_check(bag, manifest))
     report.checks.append(expected_ids(bag, manifest))
     report.checks.append(no_empty(bag))
     folder = campaign_folder or manifest.get("campaign_folder")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -45,6 +45,17 @@ class StageEstimate:
 
 
 @dataclass(frozen=True)
+class StageMeasure:
+    """What the last campaign measured of a stage beyond its wall time: its run's steps
+    per second over the stage's span, its run's ``max_steps``, and its GPUs' mean
+    utilization (None: unknown)."""
+
+    throughput: float | None = None
+    max_steps: int | None = None
+    mean_util: float | None = None
+
+
+@dataclass(frozen=True)
 class MeasuredCosts:
     """Per run: median seconds to save a checkpoint, and to restore one in a new process."""
 
@@ -53,10 +64,13 @@ class MeasuredCosts:
 
 
 def estimates(decided: Campaign, state: CampaignState, now: datetime,
-              progress: Mapping[str, float] | None = None) -> list[StageEstimate]:
+              progress: Mapping[str, float] | None = None,
+              measured: Mapping[str, StageMeasure] | None = None) -> list[StageEstimate]:
     """Each stage's next duration (D13, D24); ``progress``: the fraction of its steps each
-    stage's run reported (step / max_steps)."""
+    stage's run reported (step / max_steps); ``measured``: its throughput, which times a
+    stage cut short too early for its share of steps to say anything."""
     progress = progress or {}
+    measured = measured or {}
     ratio = pilot_ratio(decided, state, progress)
     out: list[StageEstimate] = []
     for stage in decided.stages:
@@ -66,7 +80,8 @@ def estimates(decided: Campaign, state: CampaignState, now: datetime,
             out.append(StageEstimate(stage.id, stage.seconds, seconds, "measured"))
         elif st is not None and st.started_at and st.ended_at and st.state in (FAILED,
                                                                                STOPPED):
-            out.append(_cut_short(stage, st.state, st.elapsed_s(now), progress.get(stage.id)))
+            out.append(_cut_short(stage, st.state, st.elapsed_s(now), progress.get(stage.id),
+                                  measured.get(stage.id)))
         elif st is not None and st.started_at and not st.ended_at:
             out.append(StageEstimate(stage.id, stage.seconds, stage.seconds,
                                      "still running: as planned"))
@@ -78,9 +93,11 @@ def estimates(decided: Campaign, state: CampaignState, now: datetime,
     return [replace(e, next_s=min(max(e.next_s, 1.0), MAX_DURATION_S)) for e in out]
 
 
-def _cut_short(stage: Stage, how: str, elapsed_s: float, done: float | None) -> StageEstimate:
+def _cut_short(stage: Stage, how: str, elapsed_s: float, done: float | None,
+               measure: StageMeasure | None = None) -> StageEstimate:
     """A failed or stopped stage's time says how long the whole takes only scaled by the
-    share of its steps it reached; too little progress, or none reported: the plan."""
+    share of its steps it reached; too little progress, or none reported: its steps at
+    the throughput it measured, when both are known; else the plan."""
     ran = format_duration(max(elapsed_s, 1.0))
     if done is not None and done >= MIN_MEASURED_PROGRESS:
         return StageEstimate(stage.id, stage.seconds, elapsed_s / done,
@@ -88,6 +105,12 @@ def _cut_short(stage: Stage, how: str, elapsed_s: float, done: float | None) -> 
                              f"{ran} / {done:.2f}")
     why = ("progress unknown" if done is None else
            f"only {done:.0%} of its steps (under {MIN_MEASURED_PROGRESS:.0%})")
+    rate = measure.throughput if measure is not None else None
+    steps = measure.max_steps if measure is not None else None
+    if rate and steps and math.isfinite(rate) and rate > 0:
+        return StageEstimate(stage.id, stage.seconds, steps / rate,
+                             f"{how} after {ran}, {why}: {steps} steps at the measured "
+                             f"{_rate(rate)} steps/s")
     return StageEstimate(stage.id, stage.seconds, stage.seconds,
                          f"{how} after {ran}, {why}: as planned")
 
@@ -130,15 +153,20 @@ def uncertainties(decided: Campaign, state: CampaignState) -> list[str]:
 
 
 def calibrate(decided: Campaign, state: CampaignState, now: datetime,
-              costs: MeasuredCosts, progress: Mapping[str, float] | None = None) -> str:
-    """The calibrated campaign file's text."""
-    found = estimates(decided, state, now, progress)
+              costs: MeasuredCosts, progress: Mapping[str, float] | None = None,
+              measured: Mapping[str, StageMeasure] | None = None,
+              lost: Sequence[str] = ()) -> str:
+    """The calibrated campaign file's text; ``lost``: where the campaign lost GPU-hours
+    (:func:`cockpit.close.hours.lost_hours`), in words."""
+    measured = measured or {}
+    found = estimates(decided, state, now, progress, measured)
     text = _replace_durations(decided.text, decided.stages, {e.stage: e for e in found})
     head = [f"# Calibrated by `cockpit next` on {now:%Y-%m-%d %H:%M} UTC from campaign "
             f"{decided.id} (plan as decided: sha256 {decided.sha256[:12]}).",
             "# Durations: measured where the stage ran to its end; a failed or stopped stage's",
-            "# time divided by the share of its steps it reached (under 10 %, or unknown: as",
-            "# planned); the pilot's measured/planned ratio on GPU stages that did not run",
+            "# time divided by the share of its steps it reached (under 10 %, or unknown: its",
+            "# max_steps at the throughput it measured, else as planned); the pilot's",
+            "# measured/planned ratio on GPU stages that did not run",
             "# (none when the pilot measured nothing); otherwise as planned. Set",
             "# package.start (and the campaign id) for the new rental, and copy this file",
             "# to a new folder before running it: a campaign's journal lives beside its file.",
@@ -157,10 +185,34 @@ def calibrate(decided: Campaign, state: CampaignState, now: datetime,
             if run_id in costs.restore_s:
                 parts.append(f"restore in a new process {costs.restore_s[run_id]:.2f} s")
             head.append(f"#   {run_id}: {', '.join(parts)}")
+    head += _measured_lines(decided, measured)
+    if lost:
+        head.append("# where the GPU-hours went (the flight recorder):")
+        head += [f"#   - {printable(line)}" for line in lost]
     open_points = uncertainties(decided, state)
     head.append("# open uncertainties:" if open_points else "# open uncertainties: none recorded")
     head += [f"#   - {point}" for point in open_points]
     return "\n".join(head) + "\n\n" + text
+
+
+def _measured_lines(decided: Campaign, measured: Mapping[str, StageMeasure]) -> list[str]:
+    """Each stage's measured throughput and GPU utilization, in the plan's order."""
+    rows = []
+    for stage in decided.stages:
+        m = measured.get(stage.id)
+        if m is None or (m.throughput is None and m.mean_util is None):
+            continue
+        parts = []
+        if m.throughput is not None:
+            parts.append(f"{_rate(m.throughput)} steps/s")
+        if m.mean_util is not None:
+            parts.append(f"mean GPU utilization {m.mean_util:.0f} %")
+        rows.append(f"#   {stage.id}: {', '.join(parts)}")
+    return ["# measured per stage (throughput, GPU utilization):", *rows] if rows else []
+
+
+def _rate(steps_per_s: float) -> str:
+    return f"{steps_per_s:,.0f}" if steps_per_s >= 100 else f"{steps_per_s:.3g}"
 
 
 def _replace_durations(text: str, stages: tuple[Stage, ...],

@@ -10,7 +10,8 @@ module owns
   installed), naming the metrics the run *does* report, with a did-you-mean;
 - :func:`source_status`, what a polled :class:`MetricStream` says about its sources;
 - :func:`read_evidence` and :func:`evidence_problems`, what an accept needs from a
-  ended run's files: the stop rules it ended blind to and a non-finite last loss.
+  ended run's files: the stop rules it ended blind to and a non-finite last loss;
+- :func:`gpus_blind`, why an ``underfed`` rule cannot see a run's GPUs' utilization.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from cockpit.campaign.model import Campaign, StopRule
 from cockpit.journal.fold import NOT_STARTED
 from cockpit.runs.metrics.stream import MetricStream
+from cockpit.telemetry import GpuReading
 
 BLIND = "blind"
 BLIND_MARK = "◌"  # beside ✓ ok, ! warn, ✗ fired: nothing seen
@@ -82,6 +84,26 @@ def blind_reason(metric: str | None, run_state: str, reported: Collection[str],
     else:
         causes.append("the run reports no metrics")
     return f"{metric} never seen — " + "; ".join(causes)
+
+
+def gpus_blind(gpus: Sequence[int], reading: GpuReading) -> str | None:
+    """Why the utilization of ``gpus`` is not known from this GPU sample (no telemetry, a
+    GPU not seen or lost, a utilization not read); None when each has one."""
+    if not gpus:
+        return "its stage holds no GPU (resource: gpu): no utilization to watch"
+    if reading.status == "unavailable":
+        return f"no GPU telemetry ({reading.error or 'not sampled'}): utilization unknown"
+    by_index = {g.index: g for g in reading.gpus}
+    causes = []
+    for index in gpus:
+        gpu = by_index.get(index)
+        if gpu is None:
+            causes.append(f"GPU {index} not seen")
+        elif gpu.lost:
+            causes.append(f"GPU {index} lost")
+        elif gpu.util is None:
+            causes.append(f"GPU {index} utilization not read")
+    return "; ".join(causes) + ": utilization unknown" if causes else None
 
 
 def conclusion_runs(campaign: Campaign) -> set[str]:

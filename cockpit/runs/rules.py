@@ -4,6 +4,9 @@ A rule fires at most once per run attempt (the engine claims it in the journal);
 here we only answer "does this rule fire on these points, and why, in words".
 ``stalled`` is answered from two figures the engine measures: the run's median step
 interval (its points' own times) and the seconds since its last new step (monotonic).
+``underfed`` from a :class:`Streak`: since when every GPU of the run has been under the
+rule's utilization, on the monotonic clock of the GPU samples (the engine keeps it,
+sample by sample, with :func:`extend_streak`).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ def rules_hash(rules: Sequence[StopRule]) -> str:
         del fields["implicit"]
         if rule.kind != "stalled":
             del fields["factor"], fields["floor_s"]
+        if rule.kind != "underfed":
+            del fields["util_below"], fields["for_s"]
         fixed.append(fields)
     text = json.dumps(fixed, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -61,7 +66,7 @@ def _json_value(value: float) -> Any:
 
 def check_points(rule: StopRule, points: Iterable[Any]) -> Firing | None:
     """First point (in order) at which a metric rule fires, or None."""
-    if rule.metric is None or rule.kind in ("restart", "stalled"):
+    if rule.metric is None or rule.kind in ("restart", "stalled", "underfed"):
         return None
     for point in points:
         if rule.metric not in point.values:
@@ -141,6 +146,53 @@ def check_stalled(rule: StopRule, *, interval_s: float | None, silent_s: float |
     return Firing(rule.id, f"stalled: no new step for {span(silent_s)} ({rule.factor:g}× its "
                   f"median {span(interval_s)} interval, floor {span(rule.floor_s)})",
                   round(silent_s, 1), round(limit, 1), step, rule.action)
+
+
+# Two GPU samples further apart than this leave time nobody saw: the streak starts again.
+STREAK_GAP_S = 60.0
+
+
+@dataclass(frozen=True)
+class Streak:
+    """Every GPU of a run under a rule's utilization: since the sample at ``since``, up to
+    the sample at ``last`` (monotonic seconds), the highest utilization seen meanwhile."""
+
+    since: float
+    last: float
+    peak: float
+
+    @property
+    def below_s(self) -> float:
+        return self.last - self.since
+
+
+def extend_streak(streak: Streak | None, utils: Sequence[float | None], below: float,
+                  at: float) -> Streak | None:
+    """The streak after one sample (at ``at``) of the run's GPUs' utilization: begun, or
+    extended, when every reading is under ``below``. Broken (None) by a reading at or
+    above it, by one that is unknown (None: not read, a lost GPU) or no reading at all,
+    and started again after a gap of more than STREAK_GAP_S or a clock going back."""
+    if not utils or any(u is None or not u < below for u in utils):
+        return None
+    peak = max(u for u in utils if u is not None)
+    if streak is None or at < streak.last or at - streak.last > STREAK_GAP_S:
+        return Streak(at, at, peak)
+    return Streak(streak.since, at, max(streak.peak, peak))
+
+
+def check_underfed(rule: StopRule, streak: Streak | None, *, gpus: Sequence[int],
+                   step: int | None) -> Firing | None:
+    """``underfed``: every GPU of the run stayed under ``util_below`` % for ``for`` (a
+    streak that long). No streak (a GPU busy, or a reading unknown) never fires."""
+    if rule.kind != "underfed" or rule.util_below is None or rule.for_s is None \
+            or streak is None or streak.below_s < rule.for_s:
+        return None
+    which = "GPU " + ", ".join(str(g) for g in gpus) if gpus else "its GPUs"
+    return Firing(rule.id, f"underfed: {which} under {rule.util_below:g}% utilization for "
+                  f"{span(streak.below_s)} (at most {streak.peak:g}%; limit "
+                  f"{span(rule.for_s)}): input-bound or stuck",
+                  round(streak.below_s, 1), {"util_below": rule.util_below,
+                                             "for_s": rule.for_s}, step, rule.action)
 
 
 def span(seconds: float) -> str:

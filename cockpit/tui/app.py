@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -34,7 +35,14 @@ from textual.worker import Worker, WorkerState
 
 from cockpit.common.errors import InputError
 from cockpit.common.printable import printable, printable_block
-from cockpit.engine import ActionRefused, CampaignFiles, Engine, JournalError, describe_event
+from cockpit.engine import (
+    ActionRefused,
+    CampaignFiles,
+    Engine,
+    JournalError,
+    Recorded,
+    describe_event,
+)
 from cockpit.engine.snapshot import Snapshot
 from cockpit.headless.status_log import RotatingFile, compact_json, dumps
 from cockpit.tui.dialogs import ConfirmScreen, InfoScreen
@@ -46,14 +54,24 @@ from cockpit.tui.untrusted import DropUnprintable
 # The structural CSS (layout, sizes, breakpoints): loaded after the themes, so it wins
 # ties the way the inline CSS string it replaces did.
 STRUCTURE_PATH = Path(__file__).with_name("cockpit.tcss")
+# The flight recording is read on open, then this often (seconds): the timeline's GPU
+# rows are minute means, and a read is a few SQLite queries (never every tick).
+RECORDED_EVERY_S = 60.0
+SEED_S = 600  # the sparklines' seed: the recording's last seconds (the live ring's size)
+SEED_GPU = ("util", "mem_used", "power", "temp")  # what the GPU panel keeps live
 
 
 class SnapshotTaken(Message):
-    """The engine finished a tick (its journal events first seen: ``snapshot.new_events``)."""
+    """The engine finished a tick (its journal events first seen: ``snapshot.new_events``);
+    ``recorded``: the flight recording read anew (the window so far: the GPUs' minute
+    means), ``seed``: its last seconds, read once, for the sparklines."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, recorded: Recorded | None = None,
+                 seed: Recorded | None = None) -> None:
         super().__init__()
         self.snapshot = snapshot
+        self.recorded = recorded
+        self.seed = seed
 
 
 class ActionRecorded(Message):
@@ -85,6 +103,10 @@ class CockpitApp(App[int]):
     ]
     # The latest Snapshot: the screens follow it (``watch``); set on every tick.
     snapshot: var[Snapshot | None] = var(None, always_update=True, init=False)
+    # What the flight recording holds of the window so far (set before the snapshot it
+    # came with); ``seed``: its last seconds, for the sparklines, read on open.
+    recorded: Recorded | None = None
+    seed: Recorded | None = None
 
     def __init__(self, engine: Engine, *, interval: float = 1.0, theme: str = "default",
                  themes: dict[str, ThemeFile] | None = None,
@@ -112,6 +134,7 @@ class CockpitApp(App[int]):
         self._ticking = False
         self.animation_level = "none"
         self.main: CockpitScreen | None = None
+        self._recorded_next = 0.0  # monotonic time of the next read of the recording
         ids = [b.id for b in (*CockpitScreen.BINDINGS, *self.BINDINGS)
                if isinstance(b, Binding) and b.id]
         self.keymap, self.keymap_problems, self.keymap_file = load_keymap(ids)
@@ -202,8 +225,27 @@ class CockpitApp(App[int]):
                 first = snap.new_events
                 snap = self.engine.tick()  # what the person did may unblock stages
                 snap = replace(snap, new_events=first + snap.new_events)
-        self.post_message(SnapshotTaken(snap))
+        recorded, seed = self._read_recorded(snap)
+        self.post_message(SnapshotTaken(snap, recorded, seed))
         self._write_status(snap)
+
+    def _read_recorded(self, snap: Snapshot) -> tuple[Recorded | None, Recorded | None]:
+        """The recording of the window so far, when due (on open, then every
+        :data:`RECORDED_EVERY_S`), and on open its last :data:`SEED_S` seconds (in the
+        tick worker: outside the engine's lock, never on the screen's thread)."""
+        now = time.monotonic()
+        if now < self._recorded_next:
+            return None, None
+        first = self._recorded_next == 0.0
+        self._recorded_next = now + RECORDED_EVERY_S
+        t1 = snap.taken_at.timestamp()
+        live = [g.index for g in snap.gpus.gpus]
+        recorded = self.engine.telemetry_history(snap.window.start.timestamp(), t1,
+                                                 gpus=live)
+        seed = self.engine.telemetry_history(t1 - SEED_S, t1, gpu=SEED_GPU,
+                                             host=("cpu_percent", "mem_used"), raw=True,
+                                             gpus=live) if first else None
+        return recorded, seed
 
     def _write_status(self, snap: Snapshot) -> None:
         """The tick's status line (in the tick worker); a failure is told once."""
@@ -232,6 +274,10 @@ class CockpitApp(App[int]):
             return  # shutting down
         snap = message.snapshot
         self.ticks += 1
+        if message.seed is not None:
+            self.seed = message.seed
+        if message.recorded is not None:
+            self.recorded = message.recorded
         for ev in snap.new_events:
             if ev.kind == "rule_fired" and not ev.earlier:
                 self.bell()

@@ -11,6 +11,9 @@
   the edge and named. Without an outlier, positive values spanning more than three
   decades switch the scale to log (unless the person chose a scale with ``s``).
 - :func:`short_number`: tick labels in short engineering notation (``2.6e25``, ``0.31``).
+- Over time (a GPU or host metric from the flight recording beside the loss): the runs'
+  points by their own time and :func:`telemetry_series`, both in hours before now, so
+  the two share one axis and history from before a restart is on it.
 """
 
 from __future__ import annotations
@@ -20,10 +23,16 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cockpit.engine import Recorded
 from cockpit.engine.snapshot import RunView, Snapshot
 
 OUTLIER_FACTOR = 100.0  # a run this many times larger than the others' median is clipped
 LOG_DECADES = 3.0  # positive values spanning more decades than this: log scale (auto)
+# What ``u`` puts beside the loss, from the flight recording: (metric, source, label,
+# scale); the x-axis is then time (hours before now), the recorded metric on the right.
+TELEMETRY = (("util", "gpu", "GPU util %", 1.0), ("mem_used", "gpu", "GPU memory GiB", 2**-30),
+             ("power", "gpu", "GPU power W", 1.0), ("temp", "gpu", "GPU temp °C", 1.0),
+             ("cpu_percent", "host", "host CPU %", 1.0))
 
 
 def chart_metrics(snap: Snapshot) -> list[str]:
@@ -61,17 +70,21 @@ class Series:
     first_non_finite: float | None = None  # the step of the first one
 
 
-def run_series(run: RunView, metric: str, width: int, log: bool = False) -> Series:
-    """The run's finite values of ``metric`` over steps, at most ``2 × width`` points
-    (min and max per bucket); with ``log``, values ≤ 0 are left out like non-finite."""
+def run_series(run: RunView, metric: str, width: int, log: bool = False,
+               now: float | None = None) -> Series:
+    """The run's finite values of ``metric`` over steps (with ``now``: over time, in
+    hours before ``now``; a point without its time is left out), at most ``2 × width``
+    points (min and max per bucket); with ``log``, values ≤ 0 are left out like
+    non-finite."""
     xs: list[float] = []
     ys: list[float] = []
     bad, first_bad = 0, None
     for i, p in enumerate(run.points):
         v = p.values.get(metric)
-        if v is None:
+        if v is None or (now is not None and (p.t is None or not math.isfinite(p.t))):
             continue
-        x = float(p.step if p.step is not None else i)
+        x = (p.t - now) / 3600 if now is not None and p.t is not None \
+            else float(p.step if p.step is not None else i)
         if not math.isfinite(v):
             bad += 1
             first_bad = x if first_bad is None else first_bad
@@ -82,6 +95,38 @@ def run_series(run: RunView, metric: str, width: int, log: bool = False) -> Seri
         ys.append(v)
     bx, by = bucketed(xs, ys, max(1, width))
     return Series(tuple(bx), tuple(by), bad, first_bad)
+
+
+def telemetry_series(points: Sequence[tuple[float, float]], now: float,
+                     scale: float = 1.0) -> Series:
+    """Recorded ``(t, value)`` points in hours before ``now``, values times ``scale``
+    (bytes → GiB); a gap in the recording stays a gap (no point is made up)."""
+    kept = [(t, v) for t, v in points if math.isfinite(t) and math.isfinite(v)]
+    return Series(tuple((t - now) / 3600 for t, _ in kept), tuple(v * scale for _, v in kept))
+
+
+Overlay = tuple[str, tuple[tuple[str, "Series"], ...]]
+
+
+def telemetry_lines(choice: int | None, recorded: Recorded | None, now: float,
+                    most: int) -> Overlay:
+    """The chosen :data:`TELEMETRY` metric's lines (one per GPU, at most ``most``) and
+    what its axis says: also when there is nothing to draw, and why."""
+    if choice is None:
+        return "", ()
+    metric, source, label, scale = TELEMETRY[choice]
+    if recorded is None:
+        return f"{label}: reading the recording…", ()
+    if recorded.state != "read":
+        why = "no recording yet" if recorded.state == "absent" else "recording unreadable"
+        return f"{label}: {why}", ()
+    keys = [k for k in recorded.series if k.metric == metric and k.source == source]
+    lines = tuple((f"{'host' if k.source == 'host' else 'gpu ' + k.key} {metric}",
+                   telemetry_series([(p.t, p.value) for p in recorded.series[k]], now, scale))
+                  for k in keys[:most])
+    if not any(s.xs for _, s in lines):
+        return f"{label}: nothing recorded", lines
+    return label, lines
 
 
 def bucketed(xs: Sequence[float], ys: Sequence[float], buckets: int

@@ -19,6 +19,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Size
 
 from cockpit.campaign.model import Campaign
+from cockpit.engine import Recorded
 from cockpit.engine.snapshot import Snapshot
 from cockpit.tui import offers, panels
 from cockpit.tui.dialogs import InfoScreen
@@ -72,6 +73,7 @@ class CockpitScreen(FlowScreen):
         self._available: tuple[object, ...] = ()
         self._redraw_pending = False
         self._size_drawn: Size | None = None
+        self._seeded = False  # the GPU history got the recording's last seconds
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -116,6 +118,10 @@ class CockpitScreen(FlowScreen):
         for ev in snap.new_events:
             if ev.kind == "rule_fired":
                 self.last_fired = (str(ev.fields.get("rule")), str(ev.fields.get("run")))
+        seed = getattr(self.app, "seed", None)
+        if isinstance(seed, Recorded) and not self._seeded:
+            self._seeded = True  # once, before the first live sample
+            self.gpu_panel.seed(seed)
         self.gpu_panel.record(snap)
         available = (*(self.key_available(a) for a in JOURNAL_ACTIONS),
                      frozenset(urgent_actions(snap)))
@@ -138,9 +144,15 @@ class CockpitScreen(FlowScreen):
                 self.runs_table.render_snapshot(snap)
                 self.rules_panel.render_snapshot(snap, self.last_fired)
             if self.timeline.display and self.timeline.size.width:
-                self.timeline.render_snapshot(snap, snap.schedule)
+                self.timeline.render_snapshot(snap, snap.schedule,
+                                              recorded=self.recorded_history())
             self.warnings_panel.render_snapshot(snap)
             self.event_log.render_snapshot(snap)
+
+    def recorded_history(self) -> Recorded | None:
+        """What the app last read of the flight recording (None: not read yet)."""
+        recorded = getattr(self.app, "recorded", None)
+        return recorded if isinstance(recorded, Recorded) else None
 
     def on_panel_resized(self, message: panels.PanelResized) -> None:
         message.stop()

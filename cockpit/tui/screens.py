@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult, ScreenStackError
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -29,14 +30,18 @@ from textual_plotext import PlotextPlot
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.printable import printable
+from cockpit.engine import Recorded
 from cockpit.engine.snapshot import Slot, Snapshot
 from cockpit.tui.chart_data import (
+    TELEMETRY,
+    Overlay,
     Series,
     YRange,
     chart_metrics,
     clipped,
     run_series,
     short_number,
+    telemetry_lines,
     ticks,
     y_range,
 )
@@ -48,6 +53,9 @@ URGENT_KINDS = frozenset({"rule_fired", "rule_blind", "run_exited", "stage_finis
 CHART_REDRAW_S = 2.0  # live points redraw the chart at most this often (plotext's cost)
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
 MARKERS = ("hd", "dot", "+", "x", "o", "*", "fhd", "sd")
+TELEMETRY_EVERY_S = 60.0  # the recording is read again this often while the chart shows
+TELEMETRY_SPAN_S = 6 * 3600  # the chart over time covers at least this much of the past
+TIMELINE_FIXED_ROWS = 9  # the title (2), the four lanes, the marks, the legend, a margin
 
 
 class SnapshotScreen(Screen[None]):
@@ -130,6 +138,7 @@ class ChartScreen(SnapshotScreen):
         Binding("m", "next_metric", "Next metric", id="chart-next-metric"),
         Binding("M", "previous_metric", "Previous metric", id="chart-previous-metric"),
         Binding("s", "toggle_scale", "Log/linear", id="chart-scale"),
+        Binding("u", "next_telemetry", "GPU/host", id="chart-telemetry"),
     ]
 
     def __init__(self, campaign: Campaign, highlight: str | None = None) -> None:
@@ -145,11 +154,16 @@ class ChartScreen(SnapshotScreen):
         self._view: Any = None  # metric, scale and width of the last draw
         self._drawn_at = -math.inf  # monotonic time of the last draw
         self._later = False  # a redraw is scheduled
+        self.telemetry: int | None = None  # which of TELEMETRY is beside the metric
+        self.recorded: Recorded | None = None  # what the recording answered for it
+        self._asked: tuple[Any, ...] | None = None  # what was asked of it, and when
+        self.overlay: list[str] = []  # the last draw's telemetry lines (tests read it)
 
     def compose(self) -> ComposeResult:
         yield Label("", id="chart-title", classes="dialog-title")
         yield PlotextPlot(id="chart-plot")
-        yield Label("m / M: metric · s: log / linear · Esc or g: back", classes="dialog-hint")
+        yield Label("m / M: metric · s: log / linear · u: a GPU/host metric beside it over "
+                    "time · Esc or g: back", classes="dialog-hint")
 
     def update_snapshot(self, snap: Snapshot) -> None:
         """Redraw when the picture changed (only while this screen shows): the series
@@ -161,7 +175,8 @@ class ChartScreen(SnapshotScreen):
         if self.metric not in self.metrics:
             self.metric = self.metrics[0] if self.metrics else None
         width = max(20, self.query_one(PlotextPlot).size.width - 12)
-        view = (self.metric, self.log_scale, width)
+        self._ask_recording(snap, width)
+        view = (self.metric, self.log_scale, width, self.telemetry, id(self.recorded))
         wait = CHART_REDRAW_S - (time.monotonic() - self._drawn_at)
         if view == self._view and wait > 0:
             if not self._later:
@@ -179,26 +194,76 @@ class ChartScreen(SnapshotScreen):
         if self.snapshot is not None and self.on_top:
             self.update_snapshot(self.snapshot)
 
+    def _ask_recording(self, snap: Snapshot, width: int) -> None:
+        """Read the chosen GPU/host metric from the recording (in a worker) when it is
+        another or the width changed, and every :data:`TELEMETRY_EVERY_S`."""
+        if self.telemetry is None:
+            return
+        now = time.monotonic()
+        key = (self.telemetry, width)
+        if self._asked is not None and self._asked[0] == key \
+                and now - self._asked[1] < TELEMETRY_EVERY_S:
+            return
+        self._asked = (key, now)
+        metric, source = TELEMETRY[self.telemetry][:2]
+        t1 = snap.taken_at.timestamp()
+        times = [p.t for r in snap.runs for p in r.points if p.t is not None]
+        # The runs' span, and at least the raw tier's hours (what the GPUs did before).
+        t0 = min(min(times, default=t1), t1 - TELEMETRY_SPAN_S)
+        self._read_recording(self.telemetry, t0, t1, width, metric, source,
+                             [g.index for g in snap.gpus.gpus])
+
+    @work(thread=True, group="chart-recording", exclusive=True, exit_on_error=False)
+    def _read_recording(self, choice: int, t0: float, t1: float, width: int, metric: str,
+                        source: str, live: list[int]) -> None:
+        engine = getattr(self.app, "engine", None)
+        if engine is None:
+            return
+        recorded = engine.telemetry_history(
+            t0, t1, gpu=(metric,) if source == "gpu" else (),
+            host=(metric,) if source == "host" else (), raw=True, width=width, gpus=live)
+        self.app.call_from_thread(self._recording_read, choice, recorded)
+
+    def _recording_read(self, choice: int, recorded: Recorded) -> None:
+        if choice == self.telemetry:
+            self.recorded = recorded
+            if self.snapshot is not None and self.on_top:
+                self.update_snapshot(self.snapshot)
+
     def _picture(self, snap: Snapshot, width: int) -> tuple[Any, ...]:
         metric = self.metric
+        now = snap.taken_at.timestamp() if self.telemetry is not None else None
+        overlay = telemetry_lines(self.telemetry, self.recorded, snap.taken_at.timestamp(),
+                                  len(COLORS))
         if metric is None:
-            return (None, None, (), None)
+            return (None, None, (), None, overlay)
         plotted = [r for r in snap.runs if any(metric in p.values for p in r.points)]
         if self.highlight in {r.id for r in plotted}:  # drawn last: on top
             plotted.sort(key=lambda r: r.id == self.highlight)
         log = bool(self.log_scale)
         bounds_at = [t.value for t in thresholds(self.campaign, metric, [r.id for r in plotted])]
-        data = {r.id: run_series(r, metric, width, log) for r in plotted}
+        data = {r.id: run_series(r, metric, width, log, now) for r in plotted}
         bounds = y_range(data, self.log_scale, bounds_at)
         if bounds is not None and bounds.log and not log:  # chosen here: positive values only
-            data = {r.id: run_series(r, metric, width, True) for r in plotted}
+            data = {r.id: run_series(r, metric, width, True, now) for r in plotted}
             bounds = y_range(data, True, bounds_at)
         states = tuple((r.id, r.state) for r in plotted)
-        return (metric, bounds, tuple(data.items()), states)
+        return (metric, bounds, tuple(data.items()), states, overlay)
+
+    def _draw_overlay(self, plt: Any, overlay: Overlay
+                      ) -> None:
+        self.overlay = []
+        for i, (label, s) in enumerate(overlay[1]):
+            if s.xs:
+                plt.plot(list(s.xs), list(s.ys), label=label, yside="right",
+                         color=COLORS[(len(COLORS) - 1 - i) % len(COLORS)], marker="braille")
+                self.overlay.append(label)
+        plt.ylabel(overlay[0], yside="right")
+        plt.xlabel("hours before now")
 
     def _draw(self, metric: str | None, bounds: YRange | None,
-              data: tuple[tuple[str, Series], ...], states: tuple[tuple[str, str], ...] | None
-              ) -> None:
+              data: tuple[tuple[str, Series], ...], states: tuple[tuple[str, str], ...] | None,
+              overlay: Overlay = ("", ())) -> None:
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_data()
@@ -243,10 +308,14 @@ class ChartScreen(SnapshotScreen):
             plt.ylim(bounds.lo, bounds.hi)
             plt.yticks(*ticks(bounds))
         plt.xlabel("step")
+        if self.telemetry is not None:
+            self._draw_overlay(plt, overlay)
         scale = "log" if log else "linear"
         chosen = "" if self.log_scale is not None else " (auto)"
+        over = f" over time · {overlay[0]} on the right" if self.telemetry is not None \
+            else " over steps"
         title.update(Text.assemble((printable(metric, 100), "bold"),
-                                   f" over steps · {len(data)} run(s) · {scale} scale{chosen}"
+                                   f"{over} · {len(data)} run(s) · {scale} scale{chosen}"
                                    f" · metric {self.metrics.index(metric) + 1}/"
                                    f"{len(self.metrics)}"))
         plot.refresh()
@@ -268,6 +337,14 @@ class ChartScreen(SnapshotScreen):
     def action_toggle_scale(self) -> None:
         shown = self.bounds.log if self.bounds is not None else bool(self.log_scale)
         self.log_scale = not shown  # the person's choice from now on
+        if self.snapshot is not None:
+            self.update_snapshot(self.snapshot)
+
+    def action_next_telemetry(self) -> None:
+        """None → each of :data:`TELEMETRY` → none again."""
+        at = -1 if self.telemetry is None else self.telemetry
+        self.telemetry = at + 1 if at + 1 < len(TELEMETRY) else None
+        self.recorded, self._asked = None, None
         if self.snapshot is not None:
             self.update_snapshot(self.snapshot)
 
@@ -403,8 +480,18 @@ class TimelineScreen(SnapshotScreen):
             yield Timeline(id="timeline-full")
 
     def update_snapshot(self, snap: Snapshot) -> None:
-        self.query_one("#timeline-full", Timeline).render_snapshot(snap, self.slots,
-                                                                   detailed=True)
+        recorded = getattr(self.app, "recorded", None)
+        # The GPU rows get what the screen has left under its title, lanes and marks
+        # (the stages' detail below them scrolls).
+        rows = max(self.size.height - TIMELINE_FIXED_ROWS, 1)
+        self.query_one("#timeline-full", Timeline).render_snapshot(
+            snap, self.slots, detailed=True,
+            recorded=recorded if isinstance(recorded, Recorded) else None, gpu_rows=rows)
+
+    def on_resize(self) -> None:
+        # The strip's width and the GPU rows that fit follow the terminal's size.
+        if self.snapshot is not None:
+            self.call_after_refresh(self._draw_latest)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -42,6 +42,11 @@ EXPECTED = {
     "alerts_unknown_kind.yaml": (9, "unknown alert kind 'rule_fird' in alerts.send (did you "
                                     "mean 'rule_fired'?"),
     "alerts_bad_minutes.yaml": (8, "alerts.pending_after_minutes must be a positive"),
+    # The underfed rule kind (issue 27): a utilization beyond 100 %, a for that is no
+    # duration, a rule without its for.
+    "underfed_util_above_100.yaml": (10, "util_below is a GPU utilization in percent"),
+    "underfed_bad_for.yaml": (11, "for: not a duration"),
+    "underfed_missing_for.yaml": (8, "an underfed rule needs for"),
 }
 
 

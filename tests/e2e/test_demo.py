@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.runs.checkpoints.reload_check import verify_checkpoint
+from tests.helpers.campaigns import recent_start
 from tests.helpers.process import SAMPLES, run_cockpit
 
 pytestmark = pytest.mark.slow
@@ -173,8 +175,7 @@ def test_a_truncated_corpus_fires_no_truncation(tmp_path: Path):
     rows[5] = ",".join(rows[5].split(",")[:40])  # a row cut short
     with gzip.open(folder / "truncated.csv.gz", "wt") as handle:
         handle.write("\n".join(rows) + "\n")
-    doc = {"campaign": "trunc", "package": {"offer": "rtx4090-3d",
-                                            "start": "2026-12-02T08:00:00Z"},
+    doc = {"campaign": "trunc", "package": {"offer": "rtx4090-3d", "start": recent_start()},
            "stages": [{"id": "data-check", "duration": "2m", "resource": "cpu",
                        "run": "data-check",
                        "command": [sys.executable, "data_check.py", "truncated.csv.gz"]}],
@@ -203,7 +204,12 @@ def test_next_writes_a_calibrated_plan_that_checks(demo):
     # variant-b was stopped by its rule: its time counts only scaled by the share of its
     # steps it reached, or the plan stands (D24); never "measured" as if it had finished.
     line = next(x for x in out.read_text().splitlines() if x.startswith("#   variant-b:"))
-    assert "(measured)" not in line and ("of its steps after" in line or "as planned" in line)
+    assert "(measured)" not in line and ("of its steps after" in line or "as planned" in line
+                                         or "steps at the measured" in line)
+    # Issue 27: where the GPU-hours went, from the flight recorder the demo's cockpit kept.
+    text = out.read_text()
+    assert "# where the GPU-hours went (the flight recorder):" in text
+    assert re.search(r"#   - busy \d+\.\d of \d+\.\d GPU-hours held", text), text[:3000]
     journal = events(folder)
     realized = {}
     for ev in journal:

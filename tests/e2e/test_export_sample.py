@@ -196,7 +196,8 @@ def test_sample_export_is_a_valid_verified_bag(exported):
     assert result.verified, result.verify.render()
     assert result.verify.reload_checked
     names = {c.name for c in result.verify.checks}
-    assert names == {"bag valid", "runs accounted for", "metrics exported", "expected ids",
+    assert names == {"bag valid", "runs accounted for", "metrics exported",
+                     "telemetry minutes", "expected ids",
                      "no empty file", "no temporary paths", "adapters pinned",
                      "artifacts reload", "environment"}
     info = (result.bag_dir / "bag-info.txt").read_text()

@@ -14,7 +14,8 @@ from cockpit.export.temp_paths import is_temporary
 from cockpit.runs.checkpoints.reload_check import verify_checkpoint
 from tests.e2e.test_export_sample import NOW, build_sample, ok_verifier
 
-CHECKS = ("bag valid", "runs accounted for", "metrics exported", "expected ids",
+CHECKS = ("bag valid", "runs accounted for", "metrics exported", "telemetry minutes",
+          "expected ids",
           "no empty file", "no temporary paths", "adapters pinned", "artifacts reload",
           "environment")
 

@@ -20,11 +20,11 @@ from cockpit.journal.log import format_time
 from cockpit.planning.calibrate import estimates
 from cockpit.planning.forecast import forecast
 from cockpit.planning.schedule import plan_campaign
-from tests.helpers.campaigns import FINITE, step_command, write_campaign
+from tests.helpers.campaigns import FINITE, FIXED_START, step_command, write_campaign
 from tests.helpers.process import run_cockpit
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_campaigns"
-T0 = datetime(2026, 12, 2, 8, tzinfo=timezone.utc)  # write_campaign's window start
+T0 = datetime(2026, 12, 2, 8, tzinfo=timezone.utc)  # FIXED_START, the window start
 
 
 def ev(seq: int, seconds: float, kind: str, **fields: object) -> dict[str, object]:
@@ -63,7 +63,7 @@ def test_d21_the_stage_before_the_decision_point_is_the_pilot_whatever_its_id(
                 "after": [stages[-1]["id"]], "command": ["true"]},
                {"id": "variant-a", "hours": 1, "resource": "gpu", "run": "variant-a",
                 "after": ["control"], "command": ["true"]}]
-    campaign = load_campaign(write_campaign(tmp_path, stages))
+    campaign = load_campaign(write_campaign(tmp_path, stages, start=FIXED_START))
     assert campaign.runs["smoke"].produces_result is False
     assert campaign.runs["control"].produces_result is True
     events = ran(1, "smoke", 0, 60) + ran(5, "control", 60, 120) + ran(9, "variant-a", 120, 180)
@@ -94,7 +94,8 @@ def _pilot_campaign(tmp_path: Path) -> object:
          "run": "control", "command": ["true"]},
         {"id": "variant-a", "hours": 30, "resource": "gpu", "after": ["control"],
          "run": "variant-a", "category": "useful", "command": ["true"]},
-        {"id": "write-up", "hours": 4, "resource": "human", "after": ["variant-a"]}]))
+        {"id": "write-up", "hours": 4, "resource": "human", "after": ["variant-a"]}],
+        start=FIXED_START))
 
 
 def test_d13_a_failed_pilot_gives_no_ratio_and_the_forecast_still_exceeds(
@@ -133,7 +134,7 @@ def test_d24_a_stopped_stage_counts_only_scaled_by_its_progress(tmp_path: Path) 
         {"id": "other", "duration": "10m", "resource": "gpu", "run": "other",
          "command": ["true"]},
         {"id": "variant", "hours": 40, "resource": "gpu", "run": "variant",
-         "after": ["train"], "command": ["true"]}]))
+         "after": ["train"], "command": ["true"]}], start=FIXED_START))
     events = (ran(1, "train", 0, 3.6, code=-15, outcome="stopped")
               + ran(5, "other", 10, 13.6, code=1, outcome="failed"))
     now = T0 + timedelta(minutes=1)
@@ -143,6 +144,28 @@ def test_d24_a_stopped_stage_counts_only_scaled_by_its_progress(tmp_path: Path) 
     assert found["train"].next_s == pytest.approx(18.0)
     assert found["other"].next_s == 600  # failed, progress unknown: the plan's 10 m
     assert found["variant"].next_s == 40 * 3600  # no pilot, no ratio: as planned
+
+
+def test_d24_a_stage_stopped_too_early_is_timed_by_its_measured_throughput(
+        tmp_path: Path) -> None:
+    """Issue 27: at 2 % of its steps a stopped stage's time says nothing (D13), but the
+    throughput its run measured does: its max_steps at that rate."""
+    from cockpit.planning.calibrate import StageMeasure
+
+    campaign = load_campaign(write_campaign(tmp_path, [
+        {"id": "train", "duration": "10m", "resource": "gpu", "run": "train",
+         "command": ["true"]}], start=FIXED_START))
+    events = ran(1, "train", 0, 3.6, code=-15, outcome="stopped")
+    now = T0 + timedelta(minutes=1)
+    state = fold(campaign, events, now)
+    found = estimates(campaign, state, now, {"train": 0.02},
+                      {"train": StageMeasure(throughput=2.5, max_steps=1000, mean_util=40.0)})
+    assert found[0].next_s == pytest.approx(400.0)  # 1000 steps / 2.5 steps/s
+    assert found[0].source.endswith("1000 steps at the measured 2.5 steps/s")
+    # Without a throughput, or without max_steps, the plan stands.
+    for measure in (StageMeasure(max_steps=1000), StageMeasure(throughput=2.5)):
+        assert estimates(campaign, state, now, {"train": 0.02},
+                         {"train": measure})[0].next_s == 600
 
 
 def test_d24_a_failed_pilot_never_scales_next(tmp_path: Path) -> None:
@@ -276,7 +299,8 @@ def test_d11_two_hours_before_the_end_a_longer_package_is_an_additional_rental(
         {"id": "variant-b", "hours": 10, "resource": "gpu", "run": "variant-b",
          "after": ["control"], "category": "exploratory", "command": ["true"]},
         {"id": "report", "hours": 4, "resource": "human", "after": ["variant-a",
-                                                                      "variant-b"]}]))
+                                                                      "variant-b"]}],
+        start=FIXED_START))
     events = [ev(1, 0, "stage_started", stage="control", run="control")]
     now = T0 + timedelta(hours=70)  # two hours before the 72 h window ends
     # The control, half done after 70 h, takes 140 h; then 10 + 10 + 4: ends at 164 h.
@@ -313,7 +337,7 @@ def test_next_keeps_an_earlier_attempts_stop_among_the_uncertainties(tmp_path: P
 
     campaign = load_campaign(write_campaign(tmp_path, [
         {"id": "train", "hours": 1, "resource": "gpu", "run": "train", "command": ["true"]}],
-        rules=[FINITE]))
+        rules=[FINITE], start=FIXED_START))
     first = ran(1, "train", 0, 10, code=-15, outcome="stopped")  # run attempt 2
     first[2:2] = [ev(90, 5, "rule_fired", run="train", rule="finite-loss", reason="loss nan",
                      step=8, action="stop", attempt=2),

@@ -31,6 +31,13 @@ def progress_of(campaign: Campaign, streams: Mapping[str, MetricStream]
 def reported_progress(campaign: Campaign, state: CampaignState) -> dict[str, float]:
     """Fraction done per started stage, read once from its run's files (its latest
     step / max_steps): for the close (``next``, REPORT.md), where no engine polls."""
+    return reported_steps(campaign, state)[0]
+
+
+def reported_steps(campaign: Campaign, state: CampaignState
+                   ) -> tuple[dict[str, float], dict[str, int]]:
+    """:func:`progress_of` for the close: fraction done per started stage and max_steps
+    per run, each run's files read once."""
     from cockpit.journal.paths import CampaignFiles
     from cockpit.runs.checkpoints.verifier import run_stream
     from cockpit.runs.metrics.stream_cache import cache_file, open_stream
@@ -45,4 +52,4 @@ def reported_progress(campaign: Campaign, state: CampaignState) -> dict[str, flo
                     one_shot=True, since=run.started_at.timestamp() - 1.0)
         stream.poll()
         streams[run_id] = stream
-    return progress_of(campaign, streams)[0]
+    return progress_of(campaign, streams)

@@ -82,6 +82,15 @@ class RecordingReader:
         return [SeriesKey(str(s), str(k), str(m)) for s, k, m in self._query(
             "SELECT source, key, metric FROM series ORDER BY source, key, metric")]
 
+    def gpu_indices(self) -> list[int]:
+        """The GPUs the recording holds: those with a series (aggregated) and those in
+        the raw tier (a first minute not aggregated yet)."""
+        found = {int(k.key) for k in self.series_keys()
+                 if k.source == "gpu" and k.key.isdigit() and len(k.key) <= 4}
+        found |= {int(g) for (g,) in self._query("SELECT DISTINCT gpu FROM gpu_raw")
+                  if isinstance(g, int) and 0 <= g < 10_000}
+        return sorted(found)
+
     def _id(self, key: SeriesKey) -> int | None:
         rows = self._query("SELECT id FROM series WHERE source=? AND key=? AND metric=?", key)
         return int(rows[0][0]) if rows and isinstance(rows[0][0], int) else None

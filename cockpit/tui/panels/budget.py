@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 
-from cockpit.engine.snapshot import Budget, Money, Snapshot
+from cockpit.common.durations import format_duration
+from cockpit.engine.snapshot import Budget, HoursBought, Money, Snapshot
 from cockpit.tui.panels.base import LivePanel, block, level, styled
 
 
@@ -17,7 +19,7 @@ class BudgetPanel(LivePanel):
     def render_snapshot(self, snap: Snapshot, committed: str) -> None:
         b = snap.budget
         if b is not None:
-            self.show(block(budget_lines(b)))
+            self.show(block(budget_lines(b) + hours_lines(snap.hours)))
             return
         accepted = sum(1 for r in snap.runs if r.verdict == "accepted")
         self.show(block([
@@ -55,4 +57,33 @@ def budget_lines(b: Budget) -> list[Text]:
     elif b.share_undefined:
         # In full (it says why, and that the share is undefined); wrapped by the panel.
         lines.append(styled([(b.share_undefined, level("warn"))]))
+    return lines
+
+
+HOURS_LINE = 36  # the budget panel's text width at 120 columns
+
+
+def hours_lines(h: HoursBought | None) -> list[Text]:
+    """What the GPU-hours bought, in two short lines (the panel is 40 columns): busy of
+    held, then unrecorded and the idle gaps with their share of the price. Nothing
+    recorded is said in the warning colour, never shown as fine."""
+    if h is None:
+        return []
+    o = h.overall
+    lines = [styled([("GPU-h busy ", ""), (f"{o.busy_h:.1f}", "bold"),
+                     (f" of {o.held_h:.1f} held", "")])]
+    tail = []
+    if o.unrecorded_s:
+        tail.append((f"unrecorded {o.unrecorded_h:.1f}",
+                     level("warn") if not o.busy_s + o.idle_s else ""))
+    if h.gaps_s:
+        share = f" {h.gaps_share}" if h.gaps_share is not None else ""
+        tail.append((f"gaps {format_duration(h.gaps_s)}{share}", ""))
+    if sum(len(text) for text, _ in tail) + 3 * (len(tail) - 1) > HOURS_LINE:
+        lines += [styled([part]) for part in tail]  # one line each rather than a wrap
+    elif tail:
+        parts: list[tuple[str, str | Style]] = []
+        for i, part in enumerate(tail):
+            parts += [(" · ", "")] * (i > 0) + [part]
+        lines.append(styled(parts))
     return lines

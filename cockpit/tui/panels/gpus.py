@@ -1,8 +1,11 @@
 """The GPU panel: a banner (real, simulated or unavailable) and one line per GPU with
-bars and, when wide, sparklines from the one bounded telemetry history."""
+bars and, when wide, sparklines from the one bounded telemetry history, seeded on open
+from the flight recording's last seconds (a restarted cockpit shows the curves from
+before the restart; a second that was not recorded stays a gap)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,12 +14,17 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
+from cockpit.engine import Recorded
 from cockpit.engine.snapshot import RunView, Snapshot
 from cockpit.telemetry import GpuInfo, Series, TelemetryHistory
 from cockpit.tui import text as tx
 from cockpit.tui.panels.base import LivePanel, PanelResized, level, styled
 
 SPARK_TICKS_PER_CELL = 6  # one sparkline cell per 6 ticks: cells shift every 6 ticks
+# The recording's series → the live history's (host CPU is "cpu" there).
+HISTORY_NAMES = {("gpu", "util"): "util", ("gpu", "mem_used"): "mem_used",
+                 ("gpu", "power"): "power", ("gpu", "temp"): "temp",
+                 ("host", "cpu_percent"): "cpu", ("host", "mem_used"): "mem_used"}
 
 
 def spark_cells(series: Series | None, width: int, scale: float = 1.0,
@@ -48,6 +56,25 @@ class GpuPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield LivePanel(id="gpu-banner")
+
+    def seed(self, recorded: Recorded) -> None:
+        """The recording's seconds (``t0`` up to ``t1``) put into the history, one value
+        a second (a minute's aggregate: its mean each second), before any live sample:
+        a series already live is left alone; a second not recorded stays NaN (a gap)."""
+        start = math.floor(recorded.t0)
+        size = min(int(recorded.t1 - start), 24 * 3600)
+        for key, points in recorded.series.items():
+            name = HISTORY_NAMES.get((key.source, key.metric))
+            gpu = int(key.key) if key.source == "gpu" else None
+            if name is None or size <= 0 or self.history.find(name, gpu) is not None:
+                continue
+            values = [math.nan] * size
+            for p in points:
+                for sec in range(int(p.t - start), int(p.t - start) + max(p.span_s, 1)):
+                    if 0 <= sec < size:
+                        values[sec] = p.value
+            if any(v == v for v in values):
+                self.history.series(name, gpu).extend(values, start, 1.0)
 
     def record(self, snap: Snapshot) -> None:
         """Collect history even while nothing is drawn (modal open)."""

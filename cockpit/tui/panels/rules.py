@@ -53,7 +53,7 @@ def _rule_lines(rule_id: str, views: list[RuleView], last_fired: tuple[str, str]
             waiting.append(r.run)
         else:
             value = f"={tx.metric(r.value)}" if r.value is not None else ""
-            if r.kind == "stalled":  # what it measures: the interval, or none yet
+            if r.kind in ("stalled", "underfed"):  # what it measures (an interval, a streak)
                 value = f" ({r.reason})" if r.reason else ""
             held.append(f"✓ {r.run}{value}")
     line = "  "

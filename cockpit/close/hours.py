@@ -1,0 +1,415 @@
+"""What the package's GPU-hours bought (issue 27): held, busy, idle and unrecorded.
+
+This module owns the pure computation :func:`hours_bought` (inputs in
+:class:`HoursInputs`, the result a frozen :class:`HoursBought` with its one JSON shape,
+``as_json``) and its short line for a face. It reads no file: the recording's minutes,
+the stages' spans and their throughput arrive as values (:mod:`cockpit.close.hours_read`
+is the I/O edge that reads them).
+
+The words
+    *held*: the GPU-seconds of one machine's window elapsed so far (GPUs × (min(now,
+    end) − start)): what the package paid for, busy or not (D8: paid whole).
+    *busy*: held seconds in a recorded minute whose mean utilization is at least
+    :data:`BUSY_UTIL_PCT`. *idle*: in a recorded minute below it. *unrecorded*: in a
+    minute the recording holds nothing for (the cockpit was not running, a GPU was
+    lost, no recording at all): never counted busy or idle. A minute counts as recorded
+    when at least one sample of it was kept; a partial minute (the window's first, a
+    stage's edge, ``now``) is attributed by its overlap, to the second.
+
+Exactness: every time is rounded to the whole second and every amount is an integer of
+GPU-seconds, so ``held == busy + idle + unrecorded`` holds exactly, per stage, between
+stages and overall; hours are derived from them for display.
+
+A stage's GPUs are its run's (as the journal recorded them at its start), else those
+its resources name (``gpu``: every GPU of the machine). Two stages on one GPU at once
+(a forced start) each count the overlap; otherwise the stages' held plus the
+*between stages* held equals the overall held. An *idle gap* is an interval of the
+elapsed window in which no stage holds any GPU; its share of the package price is
+``gap seconds / window seconds × price`` (a share of what was paid, never a rate: D8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+from cockpit.common.durations import format_duration
+from cockpit.common.units import Money
+
+# A GPU-minute whose mean utilization is at least this is busy. NVML's utilization is the
+# share of the sample period in which a kernel ran: a training or evaluation step keeps
+# it far above 20 %, while a GPU that holds a model and waits (for data, a checkpoint
+# save, a person) flickers at a few percent; 20 % sits between the two with a margin
+# for a bursty input pipeline that still computes.
+BUSY_UTIL_PCT = 20.0
+CENT = Decimal("0.01")
+
+
+@dataclass(frozen=True)
+class StageSpan:
+    """One stretch a stage held its GPUs (an attempt): epoch seconds, ``end`` None while
+    it runs."""
+
+    stage: str
+    gpus: tuple[int, ...]
+    start: float
+    end: float | None
+
+
+@dataclass(frozen=True)
+class GpuMinute:
+    """One recorded minute of one GPU: ``t`` its start (epoch seconds, a multiple of
+    60), the mean utilization (%) and power (W), None when not reported; ``n`` samples."""
+
+    gpu: int
+    t: float
+    util: float | None
+    power: float | None
+    n: int
+
+
+@dataclass(frozen=True)
+class HoursInputs:
+    """What :func:`hours_bought` reads: the window, ``now``, the machine's GPUs, the
+    package price (None: unknown), the stages' spans, the recorded minutes, each stage's
+    throughput (steps per second, when known) and notes to pass on."""
+
+    start: float
+    end: float
+    now: float
+    gpus: int
+    price: Money | None
+    spans: tuple[StageSpan, ...] = ()
+    minutes: tuple[GpuMinute, ...] = ()
+    throughput: Mapping[str, float | None] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    machine: int = 1
+    threshold: float = BUSY_UTIL_PCT
+
+
+@dataclass(frozen=True)
+class GpuHours:
+    """GPU-seconds held, busy, idle and unrecorded (``held`` is exactly the sum of the
+    other three), the mean utilization over the recorded part and the energy."""
+
+    held_s: int = 0
+    busy_s: int = 0
+    idle_s: int = 0
+    unrecorded_s: int = 0
+    mean_util: float | None = None  # None: nothing recorded
+    kwh: float | None = None  # None: no power reported
+
+    @property
+    def held_h(self) -> float:
+        return self.held_s / 3600.0
+
+    @property
+    def busy_h(self) -> float:
+        return self.busy_s / 3600.0
+
+    @property
+    def idle_h(self) -> float:
+        return self.idle_s / 3600.0
+
+    @property
+    def unrecorded_h(self) -> float:
+        return self.unrecorded_s / 3600.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"held_gpu_s": self.held_s, "busy_gpu_s": self.busy_s,
+                "idle_gpu_s": self.idle_s, "unrecorded_gpu_s": self.unrecorded_s,
+                "held_gpu_h": round(self.held_h, 4), "busy_gpu_h": round(self.busy_h, 4),
+                "idle_gpu_h": round(self.idle_h, 4),
+                "unrecorded_gpu_h": round(self.unrecorded_h, 4),
+                "mean_util_pct": None if self.mean_util is None else round(self.mean_util, 2),
+                "kwh": None if self.kwh is None else round(self.kwh, 4)}
+
+
+@dataclass(frozen=True)
+class StageHours:
+    """One stage: its GPUs, the seconds it held them in the window, its GPU-hours and
+    its throughput (steps per second over its span; None: unknown)."""
+
+    stage: str
+    gpus: tuple[int, ...]
+    seconds: int
+    hours: GpuHours
+    throughput: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "gpus": list(self.gpus), "seconds": self.seconds,
+                **self.hours.as_json(), "throughput_steps_s": self.throughput}
+
+
+@dataclass(frozen=True)
+class IdleGap:
+    """An interval of the elapsed window in which no stage held any GPU. ``kind``:
+    ``before`` (the window's start to the first stage), ``between`` (two stages),
+    ``after`` (the last stage's end to now or the window's end), ``none`` (no stage ran)."""
+
+    start: float
+    end: float
+    kind: str
+    share: Money | None  # None: the price is unknown
+
+    @property
+    def seconds(self) -> int:
+        return int(self.end - self.start)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"start": _iso(self.start), "end": _iso(self.end), "seconds": self.seconds,
+                "kind": self.kind,
+                "share": None if self.share is None else self.share.as_json()}
+
+
+@dataclass(frozen=True)
+class HoursBought:
+    """What the GPU-hours bought (see the module text). ``gaps_share`` is the gaps'
+    seconds' share of the price (None: the price is unknown)."""
+
+    machine: int
+    gpus: int
+    threshold: float
+    start: float
+    end: float
+    elapsed_s: int
+    overall: GpuHours
+    stages: tuple[StageHours, ...]
+    between: GpuHours
+    gaps: tuple[IdleGap, ...]
+    gaps_s: int
+    gaps_share: Money | None
+    price: Money | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def kwh(self) -> float | None:
+        return self.overall.kwh
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``hours`` section of ``status --json``, the bag's manifest and REPORT.md."""
+        return {
+            "machine": self.machine, "gpus": self.gpus, "busy_util_pct": self.threshold,
+            "window": {"start": _iso(self.start), "end": _iso(self.end),
+                       "elapsed_s": self.elapsed_s},
+            "overall": self.overall.as_json(),
+            "stages": [s.as_json() for s in self.stages],
+            "between_stages": self.between.as_json(),
+            "gaps": [g.as_json() for g in self.gaps],
+            "gaps_total": {"seconds": self.gaps_s, "share": None if self.gaps_share is None
+                           else self.gaps_share.as_json()},
+            "price": None if self.price is None else self.price.as_json(),
+            "kwh": None if self.kwh is None else round(self.kwh, 4),
+            "notes": list(self.notes),
+        }
+
+    def short_line(self) -> str:
+        """One line for a narrow panel (≤ 60 columns for a 3-day one-GPU package):
+        busy of held GPU-hours, e.g.
+        ``GPU-h 41.2/72.0 busy · 3.1 unrecorded · gaps 3h10m = 2.05 USD``."""
+        o = self.overall
+        line = f"GPU-h {o.busy_h:.1f}/{o.held_h:.1f} busy"
+        if o.unrecorded_s:
+            line += f" · {o.unrecorded_h:.1f} unrecorded"
+        if self.gaps_s:
+            line += f" · gaps {format_duration(self.gaps_s)}"
+            if self.gaps_share is not None:
+                line += f" = {self.gaps_share}"
+        return line
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+@dataclass
+class _Tally:
+    """GPU-seconds counted so far, with the weights of the means."""
+
+    busy: int = 0
+    idle: int = 0
+    unrecorded: int = 0
+    util_sum: float = 0.0  # Σ util × seconds over recorded seconds
+    energy_ws: float = 0.0  # Σ power × seconds (watt-seconds) where power was reported
+    powered: bool = False
+
+    def add(self, other: _Tally) -> None:
+        self.busy += other.busy
+        self.idle += other.idle
+        self.unrecorded += other.unrecorded
+        self.util_sum += other.util_sum
+        self.energy_ws += other.energy_ws
+        self.powered = self.powered or other.powered
+
+    def hours(self) -> GpuHours:
+        recorded = self.busy + self.idle
+        return GpuHours(self.busy + self.idle + self.unrecorded, self.busy, self.idle,
+                        self.unrecorded, self.util_sum / recorded if recorded else None,
+                        self.energy_ws / 3.6e6 if self.powered else None)
+
+
+_Table = Mapping[tuple[int, int], GpuMinute]
+
+
+def _tally(table: _Table, gpu: int, a: int, b: int, threshold: float) -> _Tally:
+    """GPU ``gpu`` from second ``a`` to ``b``, minute by minute, each by its overlap."""
+    out = _Tally()
+    for m in range(a // 60, (b - 1) // 60 + 1) if b > a else ():
+        d = min(b, 60 * m + 60) - max(a, 60 * m)
+        rec = table.get((gpu, m))
+        if rec is not None and rec.power is not None:
+            out.energy_ws += rec.power * d
+            out.powered = True
+        if rec is None or rec.util is None or rec.n <= 0:
+            out.unrecorded += d
+        else:
+            out.util_sum += rec.util * d
+            if rec.util >= threshold:
+                out.busy += d
+            else:
+                out.idle += d
+    return out
+
+
+def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _complement(covered: list[tuple[int, int]], a: int, b: int) -> list[tuple[int, int]]:
+    out, at = [], a
+    for lo, hi in covered:
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+    if at < b:
+        out.append((at, b))
+    return out
+
+
+def _share(price: Money | None, seconds: int, window_s: int) -> Money | None:
+    if price is None or window_s <= 0:
+        return None
+    exact = price.amount * Decimal(seconds) / Decimal(window_s)
+    return Money(exact.quantize(CENT, rounding=ROUND_HALF_EVEN), price.currency)
+
+
+def _stage_intervals(inp: HoursInputs, start: int, stop: int
+                     ) -> dict[str, dict[int, list[tuple[int, int]]]]:
+    """Stage -> GPU -> its held intervals in the elapsed window (merged)."""
+    by_stage: dict[str, dict[int, list[tuple[int, int]]]] = {}
+    for span in inp.spans:
+        a = max(round(span.start), start)
+        b = min(stop if span.end is None else round(span.end), stop)
+        per_gpu = by_stage.setdefault(span.stage, {})
+        for gpu in span.gpus:
+            if 0 <= gpu < inp.gpus and b > a:
+                per_gpu.setdefault(gpu, []).append((a, b))
+    return {s: {g: _union(iv) for g, iv in gpus.items()} for s, gpus in by_stage.items()}
+
+
+def _gaps(inp: HoursInputs, intervals: Mapping[str, Mapping[int, list[tuple[int, int]]]],
+          start: int, stop: int, window_s: int) -> list[IdleGap]:
+    covered = _union(iv for gpus in intervals.values() for ivs in gpus.values() for iv in ivs)
+    gaps = []
+    for a, b in _complement(covered, start, stop):
+        kind = "none" if not covered else "before" if b <= covered[0][0] else \
+            "after" if a >= covered[-1][1] else "between"
+        gaps.append(IdleGap(float(a), float(b), kind, _share(inp.price, b - a, window_s)))
+    return gaps
+
+
+def hours_bought(inp: HoursInputs) -> HoursBought:
+    """What the GPU-hours bought, from ``inp`` (see the module text)."""
+    start = round(inp.start)
+    end = max(round(inp.end), start)
+    stop = min(max(round(inp.now), start), end)
+    table = {(m.gpu, int(m.t // 60)): m for m in inp.minutes}
+    intervals = _stage_intervals(inp, start, stop)
+    overall, between = _Tally(), _Tally()
+    for gpu in range(inp.gpus):
+        overall.add(_tally(table, gpu, start, stop, inp.threshold))
+        covered = _union(iv for gpus in intervals.values() for iv in gpus.get(gpu, ()))
+        for a, b in _complement(covered, start, stop):
+            between.add(_tally(table, gpu, a, b, inp.threshold))
+    stages = []
+    for stage, gpus in intervals.items():
+        tally = _Tally()
+        for gpu, ivs in sorted(gpus.items()):
+            for a, b in ivs:
+                tally.add(_tally(table, gpu, a, b, inp.threshold))
+        seconds = sum(b - a for a, b in _union(iv for ivs in gpus.values() for iv in ivs))
+        stages.append(StageHours(stage, tuple(sorted(gpus)), seconds, tally.hours(),
+                                 inp.throughput.get(stage)))
+    gaps = _gaps(inp, intervals, start, stop, end - start)
+    gaps_s = sum(g.seconds for g in gaps)
+    return HoursBought(
+        machine=inp.machine, gpus=inp.gpus, threshold=inp.threshold, start=float(start),
+        end=float(end), elapsed_s=stop - start, overall=overall.hours(),
+        stages=tuple(stages), between=between.hours(), gaps=tuple(gaps), gaps_s=gaps_s,
+        gaps_share=_share(inp.price, gaps_s, end - start), price=inp.price,
+        notes=inp.notes)
+
+
+def span_throughput(points: Iterable[tuple[int | None, float | None]],
+                    spans: Iterable[tuple[float, float | None]]) -> float | None:
+    """Steps per second over a stage's spans: (last step − first step) / (last time −
+    first time) of the stepped, timed points (``(step, t)``) that fall in a span; None
+    without two such points a positive time and step apart."""
+    windows = [(a, b) for a, b in spans]
+    first: tuple[int, float] | None = None
+    last: tuple[int, float] | None = None
+    for step, t in points:
+        if step is None or t is None or not any(
+                a <= t and (b is None or t <= b) for a, b in windows):
+            continue
+        if first is None or t < first[1]:
+            first = (step, t)
+        if last is None or t >= last[1]:
+            last = (step, t)
+    if first is None or last is None:
+        return None
+    dt, ds = last[1] - first[1], last[0] - first[0]
+    return ds / dt if dt > 0 and ds > 0 else None
+
+
+# A stage whose GPUs idled more than this share of its recorded time was underfed
+# (input-bound, or stuck): the next campaign's plan says so.
+UNDERFED_SHARE = 0.5
+
+
+def lost_hours(hours: HoursBought, most: int = 5) -> list[str]:
+    """Where the campaign lost GPU-hours, for ``cockpit next``: the overall split, the
+    longest idle gaps with their share of the price, and the stages whose GPUs idled
+    more than :data:`UNDERFED_SHARE` of their recorded time (the worst first)."""
+    o = hours.overall
+    out = [f"busy {o.busy_h:.1f} of {o.held_h:.1f} GPU-hours held (utilization at least "
+           f"{hours.threshold:g} %), idle {o.idle_h:.1f}, unrecorded {o.unrecorded_h:.1f}"]
+    for gap in sorted(hours.gaps, key=lambda g: -g.seconds)[:most]:
+        where = {"before": "before the first stage", "between": "between stages",
+                 "after": "after the last stage", "none": "no stage ran"}.get(gap.kind, gap.kind)
+        share = f", {gap.share} of the price" if gap.share is not None else ""
+        out.append(f"idle gap {where}: {_iso(gap.start)} to {_iso(gap.end)} "
+                   f"({format_duration(gap.seconds)}{share})")
+    underfed = [s for s in hours.stages
+                if s.hours.busy_s + s.hours.idle_s > 0
+                and s.hours.idle_s > UNDERFED_SHARE * (s.hours.busy_s + s.hours.idle_s)]
+    underfed.sort(key=lambda s: -s.hours.idle_s)
+    for s in underfed[:most]:
+        recorded = s.hours.busy_s + s.hours.idle_s
+        util = "" if s.hours.mean_util is None else f", mean utilization {s.hours.mean_util:.0f} %"
+        out.append(f"stage {s.stage}: its GPUs idled {s.hours.idle_s / recorded:.0%} of its "
+                   f"recorded time ({s.hours.idle_h:.1f} GPU-hours{util}): input-bound or "
+                   "stuck")
+    if o.unrecorded_s and o.held_s and o.unrecorded_s * 10 >= o.held_s:
+        out.append(f"{o.unrecorded_s / o.held_s:.0%} of the held GPU-hours were not recorded "
+                   "(no cockpit running): where they went is unknown")
+    return out

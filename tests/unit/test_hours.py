@@ -1,0 +1,209 @@
+"""What the hours bought (issue 27), pure: exact numbers and the parts that always add up."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cockpit.close.hours import (
+    BUSY_UTIL_PCT,
+    GpuMinute,
+    HoursInputs,
+    StageSpan,
+    hours_bought,
+    span_throughput,
+)
+from cockpit.common.units import Money
+
+T0 = 1_700_000_040  # a whole minute (T0 % 60 == 0)
+DAY = 86_400
+PRICE = Money(Decimal("47.14"), "USD")
+
+
+def minutes(gpu: int, t0: int, t1: int, util: float | None, power: float | None = None
+            ) -> tuple[GpuMinute, ...]:
+    return tuple(GpuMinute(gpu, float(t), util, power, 60) for t in range(t0, t1, 60))
+
+
+def test_exact_hours_two_stages_a_gap_and_an_unrecorded_stretch() -> None:
+    # 2 GPUs, 3-day window, 10 h elapsed. Stage a: GPU 0, 1 h → 3 h, busy (90 %) at
+    # 300 W. Stage b: both GPUs, 4 h → 6 h, GPU 0 idle (5 %), GPU 1 recorded only
+    # from 5 h (busy). Nothing else recorded.
+    h = 3600
+    recorded = (minutes(0, T0 + h, T0 + 3 * h, 90.0, 300.0)
+                + minutes(0, T0 + 4 * h, T0 + 6 * h, 5.0)
+                + minutes(1, T0 + 5 * h, T0 + 6 * h, 50.0))
+    out = hours_bought(HoursInputs(
+        start=T0, end=T0 + 3 * DAY, now=T0 + 10 * h, gpus=2, price=PRICE,
+        spans=(StageSpan("a", (0,), T0 + h, T0 + 3 * h), StageSpan("b", (0, 1), T0 + 4 * h,
+                                                                    T0 + 6 * h)),
+        minutes=recorded, throughput={"a": 12.5}))
+    o = out.overall
+    assert (o.held_s, o.busy_s, o.idle_s, o.unrecorded_s) == (20 * h, 3 * h, 2 * h, 15 * h)
+    a, b = out.stages
+    assert (a.stage, a.gpus, a.seconds) == ("a", (0,), 2 * h)
+    assert (a.hours.held_s, a.hours.busy_s, a.hours.idle_s, a.hours.unrecorded_s) == \
+        (2 * h, 2 * h, 0, 0)
+    assert a.hours.mean_util == 90.0 and a.throughput == 12.5
+    assert a.hours.kwh == 0.6  # 300 W × 2 h
+    assert (b.hours.held_s, b.hours.busy_s, b.hours.idle_s, b.hours.unrecorded_s) == \
+        (4 * h, h, 2 * h, h)
+    assert b.hours.kwh is None  # no power reported in its span
+    assert b.throughput is None
+    assert out.between.held_s == 20 * h - 2 * h - 4 * h
+    # Gaps: before a, between a and b, after b up to now.
+    assert [(g.kind, g.seconds) for g in out.gaps] == \
+        [("before", h), ("between", h), ("after", 4 * h)]
+    # 1 h of a 72 h package of 47.14 USD: 0.6547... → 0.65.
+    assert out.gaps[1].share == Money(Decimal("0.65"), "USD")
+    assert out.gaps_s == 6 * h
+    assert out.gaps_share == Money(Decimal("3.93"), "USD")  # 6/72 × 47.14 = 3.928...
+    assert out.short_line() == \
+        "GPU-h 3.0/20.0 busy · 15.0 unrecorded · gaps 6h = 3.93 USD"
+
+
+def test_partial_minutes_are_attributed_by_their_overlap_to_the_second() -> None:
+    # The window starts 17 s into a minute; a stage ends 23 s into another.
+    start = T0 + 17
+    stage_end = T0 + 120 + 23
+    out = hours_bought(HoursInputs(
+        start=start, end=start + DAY, now=T0 + 300, gpus=1, price=PRICE,
+        spans=(StageSpan("s", (0,), start, stage_end),),
+        minutes=minutes(0, T0, T0 + 120, 80.0) + minutes(0, T0 + 120, T0 + 180, 10.0)))
+    s = out.stages[0].hours
+    assert s.held_s == stage_end - start == 126
+    assert (s.busy_s, s.idle_s, s.unrecorded_s) == (103, 23, 0)
+    assert out.overall.held_s == 300 - 17
+    assert (out.overall.busy_s, out.overall.idle_s, out.overall.unrecorded_s) == \
+        (103, 60, 120)
+    assert [(g.kind, g.start, g.seconds) for g in out.gaps] == \
+        [("after", float(stage_end), T0 + 300 - stage_end)]
+
+
+def test_no_recording_means_every_hour_unrecorded_never_busy_or_idle() -> None:
+    out = hours_bought(HoursInputs(start=T0, end=T0 + DAY, now=T0 + 7200, gpus=8,
+                                   price=None, spans=(StageSpan("s", (), T0, None),),
+                                   notes=("no flight recording",)))
+    o = out.overall
+    assert (o.held_s, o.busy_s, o.idle_s, o.unrecorded_s) == (8 * 7200, 0, 0, 8 * 7200)
+    assert o.mean_util is None and o.kwh is None
+    assert out.gaps_share is None and out.gaps[0].share is None
+    assert out.as_json()["notes"] == ["no flight recording"]
+    assert "unrecorded" in out.short_line()
+
+
+def test_a_running_stage_counts_to_now_and_the_window_stops_at_its_end() -> None:
+    out = hours_bought(HoursInputs(start=T0, end=T0 + 3600, now=T0 + 9000, gpus=1,
+                                   price=PRICE, spans=(StageSpan("s", (0,), T0 + 600, None),),
+                                   minutes=minutes(0, T0, T0 + 3600, BUSY_UTIL_PCT)))
+    assert out.elapsed_s == 3600
+    assert out.stages[0].hours.held_s == 3000
+    assert out.stages[0].hours.busy_s == 3000  # at the threshold counts busy
+    assert [(g.kind, g.seconds, str(g.share)) for g in out.gaps] == \
+        [("before", 600, "7.86 USD")]
+
+
+def test_throughput_is_the_steps_over_the_stage_span() -> None:
+    points = [(0, 100.0), (10, 110.0), (50, 150.0), (None, 151.0), (900, 500.0)]
+    assert span_throughput(points, [(100.0, 150.0)]) == 1.0
+    assert span_throughput(points, [(100.0, None)]) == 900 / 400
+    assert span_throughput(points, [(200.0, 300.0)]) is None
+    assert span_throughput([(5, 1.0), (5, 2.0)], [(0.0, None)]) is None
+
+
+def test_json_carries_exact_seconds_and_hours() -> None:
+    out = hours_bought(HoursInputs(start=T0, end=T0 + DAY, now=T0 + 5400, gpus=2,
+                                   price=PRICE, spans=(StageSpan("s", (1,), T0, T0 + 1800),),
+                                   minutes=minutes(1, T0, T0 + 1800, 99.0, 200.0)))
+    data = out.as_json()
+    assert data["overall"]["held_gpu_s"] == 2 * 5400
+    assert data["overall"]["held_gpu_h"] == 3.0
+    assert data["stages"][0]["busy_gpu_s"] == 1800
+    assert data["stages"][0]["kwh"] == 0.1
+    assert data["between_stages"]["held_gpu_s"] == 2 * 5400 - 1800
+    assert data["gaps"] == [{"start": data["gaps"][0]["start"], "end": data["gaps"][0]["end"],
+                             "seconds": 3600, "kind": "after",
+                             "share": {"amount": "1.96", "currency": "USD"}}]
+    assert data["kwh"] == 0.1
+
+
+span_st = st.builds(
+    lambda stage, gpus, a, d, running: StageSpan(stage, tuple(gpus), T0 + a,
+                                                 None if running else T0 + a + d),
+    st.sampled_from(["a", "b", "c"]), st.lists(st.integers(-1, 4), max_size=4),
+    st.integers(-3000, 30_000), st.integers(0, 20_000), st.booleans())
+minute_st = st.builds(
+    lambda gpu, m, util, power, n: GpuMinute(gpu, float(T0 + 60 * m), util, power, n),
+    st.integers(0, 3), st.integers(-10, 600),
+    st.one_of(st.none(), st.floats(0, 100)), st.one_of(st.none(), st.floats(0, 700)),
+    st.integers(0, 60))
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans=st.lists(span_st, max_size=6), recorded=st.lists(minute_st, max_size=80),
+       gpus=st.integers(0, 4), start=st.integers(-100, 100), now=st.integers(-200, 40_000),
+       length=st.integers(1, 30_000))
+def test_the_parts_always_add_up_to_held(spans: list[StageSpan], recorded: list[GpuMinute],
+                                         gpus: int, start: int, now: int,
+                                         length: int) -> None:
+    out = hours_bought(HoursInputs(start=T0 + start, end=T0 + start + length, now=T0 + now,
+                                   gpus=gpus, price=PRICE, spans=tuple(spans),
+                                   minutes=tuple(recorded)))
+    parts = [out.overall, out.between, *(s.hours for s in out.stages)]
+    for p in parts:
+        assert p.held_s == p.busy_s + p.idle_s + p.unrecorded_s
+        assert min(p.busy_s, p.idle_s, p.unrecorded_s) >= 0
+    assert out.overall.held_s == gpus * out.elapsed_s
+    assert 0 <= out.elapsed_s <= length
+    # Stages may overlap on a GPU here (each counts it): the stages' held plus between
+    # stages is at least the overall held (equal without overlaps: the test below).
+    assert sum(s.hours.held_s for s in out.stages) + out.between.held_s >= \
+        out.overall.held_s
+    assert sum(g.seconds for g in out.gaps) == out.gaps_s <= out.elapsed_s
+
+
+@settings(max_examples=200, deadline=None)
+@given(cuts=st.lists(st.integers(0, 20_000), min_size=2, max_size=8, unique=True),
+       gpus=st.integers(1, 3), recorded=st.lists(minute_st, max_size=80))
+def test_without_overlap_stages_plus_between_is_exactly_held(
+        cuts: list[int], gpus: int, recorded: list[GpuMinute]) -> None:
+    # Back-to-back stages on every GPU, separated by gaps: a partition of the window.
+    cuts = sorted(cuts)
+    spans = tuple(StageSpan(f"s{i}", tuple(range(gpus)), T0 + a, T0 + b)
+                  for i, (a, b) in enumerate(zip(cuts[::2], cuts[1::2], strict=False)))
+    out = hours_bought(HoursInputs(start=T0, end=T0 + 3 * DAY, now=T0 + 20_000, gpus=gpus,
+                                   price=PRICE, spans=spans, minutes=tuple(recorded)))
+    for field in ("held_s", "busy_s", "idle_s", "unrecorded_s"):
+        assert sum(getattr(s.hours, field) for s in out.stages) \
+            + getattr(out.between, field) == getattr(out.overall, field)
+    covered = sum(s.seconds for s in out.stages)
+    assert covered + out.gaps_s == out.elapsed_s == 20_000
+
+
+def test_lost_hours_names_the_longest_gaps_and_the_underfed_stage() -> None:
+    """What `cockpit next` says of where the hours went: the split, the gaps longest
+    first with their share of the price, and stage b, whose GPUs idled 2 of its 3
+    recorded GPU-hours (stage a, busy throughout, is not named)."""
+    from cockpit.close.hours import lost_hours
+
+    h = 3600
+    out = hours_bought(HoursInputs(
+        start=T0, end=T0 + 3 * DAY, now=T0 + 10 * h, gpus=2, price=PRICE,
+        spans=(StageSpan("a", (0,), T0 + h, T0 + 3 * h),
+               StageSpan("b", (0, 1), T0 + 4 * h, T0 + 6 * h)),
+        minutes=(minutes(0, T0 + h, T0 + 3 * h, 90.0) + minutes(0, T0 + 4 * h, T0 + 6 * h, 5.0)
+                 + minutes(1, T0 + 5 * h, T0 + 6 * h, 50.0))))
+    lines = lost_hours(out)
+    assert lines[0] == ("busy 3.0 of 20.0 GPU-hours held (utilization at least 20 %), "
+                        "idle 2.0, unrecorded 15.0")
+    gaps = [x for x in lines if x.startswith("idle gap")]
+    assert [g.split(":")[0] for g in gaps] == [
+        "idle gap after the last stage", "idle gap before the first stage",
+        "idle gap between stages"]
+    assert gaps[0].endswith("(4h, 2.62 USD of the price)")  # 4/72 × 47.14 = 2.618...
+    assert [x for x in lines if x.startswith("stage ")] == [
+        "stage b: its GPUs idled 67% of its recorded time (2.0 GPU-hours, mean utilization "
+        "20 %): input-bound or stuck"]  # (2 h × 5 + 1 h × 50) / 3 h
+    assert lines[-1].startswith("75% of the held GPU-hours were not recorded")
