@@ -30,6 +30,7 @@ elapsed window in which no stage holds any GPU; its share of the package price i
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -88,6 +89,9 @@ class HoursInputs:
     notes: tuple[str, ...] = ()
     machine: int = 1
     threshold: float = BUSY_UTIL_PCT
+    # The minutes already indexed per GPU (a live engine's, kept between computations;
+    # built with this threshold); None: built from ``minutes``.
+    index: Mapping[int, MinuteIndex] | None = None
 
 
 @dataclass(frozen=True)
@@ -251,26 +255,97 @@ class _Tally:
                         self.energy_ws / 3.6e6 if self.powered else None)
 
 
-_Table = Mapping[tuple[int, int], GpuMinute]
+class MinuteIndex:
+    """One GPU's recorded minutes in minute order, with running sums of whole minutes
+    (busy and idle seconds, utilization × seconds, watt-seconds): an interval's tally
+    costs two bisections and its two edge minutes, whatever the campaign's length.
+    :meth:`put` extends it as minutes arrive (a live engine keeps one per GPU)."""
 
+    def __init__(self, threshold: float = BUSY_UTIL_PCT) -> None:
+        self.threshold = threshold
+        self.minutes: list[int] = []  # minute numbers (t // 60), increasing
+        self.rows: list[GpuMinute] = []
+        # Running sums before each row: [0] = 0, [i + 1] = through row i.
+        self._busy, self._idle, self._powered = [0], [0], [0]
+        self._util, self._energy = [0.0], [0.0]
 
-def _tally(table: _Table, gpu: int, a: int, b: int, threshold: float) -> _Tally:
-    """GPU ``gpu`` from second ``a`` to ``b``, minute by minute, each by its overlap."""
-    out = _Tally()
-    for m in range(a // 60, (b - 1) // 60 + 1) if b > a else ():
-        d = min(b, 60 * m + 60) - max(a, 60 * m)
-        rec = table.get((gpu, m))
-        if rec is not None and rec.power is not None:
+    def put(self, rows: Iterable[GpuMinute], since_minute: int | None = None) -> None:
+        """Add ``rows`` (this GPU's); with ``since_minute``, the rows held from that
+        minute on are replaced by these (a re-read of the newest minutes)."""
+        fresh = sorted(rows, key=lambda r: r.t)
+        if since_minute is None:
+            since_minute = int(fresh[0].t // 60) if fresh else None
+        if since_minute is not None:
+            self._truncate(bisect_left(self.minutes, since_minute))
+        for row in fresh:
+            m = int(row.t // 60)
+            if self.minutes and m <= self.minutes[-1]:
+                self._truncate(bisect_left(self.minutes, m))  # the later row of a minute wins
+            counted = row.util is not None and row.n > 0
+            busy = counted and row.util is not None and row.util >= self.threshold
+            self.minutes.append(m)
+            self.rows.append(row)
+            self._busy.append(self._busy[-1] + (60 if busy else 0))
+            self._idle.append(self._idle[-1] + (60 if counted and not busy else 0))
+            self._util.append(self._util[-1] + (row.util or 0.0) * 60 * counted)
+            self._energy.append(self._energy[-1] + (row.power or 0.0) * 60)
+            self._powered.append(self._powered[-1] + (row.power is not None))
+
+    def _truncate(self, i: int) -> None:
+        del self.minutes[i:], self.rows[i:]
+        for sums in (self._busy, self._idle, self._util, self._energy, self._powered):
+            del sums[i + 1:]
+
+    def tally(self, a: int, b: int) -> _Tally:
+        """Seconds ``a`` to ``b``: whole minutes from the running sums, the two edge
+        minutes by their overlap; what no counted minute covers is unrecorded."""
+        out = _Tally()
+        if b <= a:
+            return out
+        first, last = a // 60, (b - 1) // 60
+        whole_from = first if a % 60 == 0 else first + 1
+        whole_to = b // 60  # minutes [whole_from, whole_to) lie wholly inside
+        if whole_from < whole_to:
+            i = bisect_left(self.minutes, whole_from)
+            j = bisect_left(self.minutes, whole_to)
+            out.busy = self._busy[j] - self._busy[i]
+            out.idle = self._idle[j] - self._idle[i]
+            out.util_sum = self._util[j] - self._util[i]
+            out.energy_ws = self._energy[j] - self._energy[i]
+            out.powered = self._powered[j] > self._powered[i]
+        for m in {first, last}:
+            if not whole_from <= m < whole_to:  # an edge minute, partly inside
+                self._edge(out, m, min(b, 60 * m + 60) - max(a, 60 * m))
+        out.unrecorded = (b - a) - out.busy - out.idle
+        return out
+
+    def _edge(self, out: _Tally, m: int, d: int) -> None:
+        i = bisect_left(self.minutes, m)
+        if i == len(self.minutes) or self.minutes[i] != m:
+            return
+        rec = self.rows[i]
+        if rec.power is not None:
             out.energy_ws += rec.power * d
             out.powered = True
-        if rec is None or rec.util is None or rec.n <= 0:
-            out.unrecorded += d
-        else:
+        if rec.util is not None and rec.n > 0:
             out.util_sum += rec.util * d
-            if rec.util >= threshold:
+            if rec.util >= self.threshold:
                 out.busy += d
             else:
                 out.idle += d
+
+
+def minute_indices(minutes: Iterable[GpuMinute], gpus: int,
+                   threshold: float = BUSY_UTIL_PCT) -> dict[int, MinuteIndex]:
+    """One :class:`MinuteIndex` per GPU of the machine (GPUs beyond ``gpus`` ignored)."""
+    by_gpu: dict[int, list[GpuMinute]] = {g: [] for g in range(gpus)}
+    for m in minutes:
+        if m.gpu in by_gpu:
+            by_gpu[m.gpu].append(m)
+    out = {}
+    for gpu, rows in by_gpu.items():
+        out[gpu] = MinuteIndex(threshold)
+        out[gpu].put(rows)
     return out
 
 
@@ -332,20 +407,22 @@ def hours_bought(inp: HoursInputs) -> HoursBought:
     start = round(inp.start)
     end = max(round(inp.end), start)
     stop = min(max(round(inp.now), start), end)
-    table = {(m.gpu, int(m.t // 60)): m for m in inp.minutes}
+    index = inp.index if inp.index is not None else \
+        minute_indices(inp.minutes, inp.gpus, inp.threshold)
+    empty = MinuteIndex(inp.threshold)
     intervals = _stage_intervals(inp, start, stop)
     overall, between = _Tally(), _Tally()
     for gpu in range(inp.gpus):
-        overall.add(_tally(table, gpu, start, stop, inp.threshold))
+        overall.add(index.get(gpu, empty).tally(start, stop))
         covered = _union(iv for gpus in intervals.values() for iv in gpus.get(gpu, ()))
         for a, b in _complement(covered, start, stop):
-            between.add(_tally(table, gpu, a, b, inp.threshold))
+            between.add(index.get(gpu, empty).tally(a, b))
     stages = []
     for stage, gpus in intervals.items():
         tally = _Tally()
         for gpu, ivs in sorted(gpus.items()):
             for a, b in ivs:
-                tally.add(_tally(table, gpu, a, b, inp.threshold))
+                tally.add(index.get(gpu, empty).tally(a, b))
         seconds = sum(b - a for a, b in _union(iv for ivs in gpus.values() for iv in ivs))
         stages.append(StageHours(stage, tuple(sorted(gpus)), seconds, tally.hours(),
                                  inp.throughput.get(stage)))

@@ -21,11 +21,13 @@ from pathlib import Path
 
 from cockpit.campaign.model import Campaign
 from cockpit.close.hours import (
+    BUSY_UTIL_PCT,
     GpuMinute,
     HoursBought,
     HoursInputs,
     StageSpan,
     hours_bought,
+    minute_indices,
     span_throughput,
 )
 from cockpit.journal.fold import RUNNING, CampaignState
@@ -94,6 +96,35 @@ def recorded_minutes(path: Path, gpus: int, t0: float, t1: float
         reader.close()
 
 
+class RecordedMinutes:
+    """The recording's GPU minutes for a live engine, one :class:`MinuteIndex` per GPU,
+    read incrementally: each :meth:`refresh` reads only from :data:`REREAD_S` before
+    where the last one ended (older minutes no longer change), so what a refresh costs
+    does not grow with the campaign. A recording that cannot be read empties it."""
+
+    REREAD_S = 180  # the newest minutes are read again (their samples may still come)
+
+    def __init__(self, path: Path, gpus: int, threshold: float = BUSY_UTIL_PCT) -> None:
+        self.path, self.gpus, self.threshold = path, gpus, threshold
+        self.index = minute_indices((), gpus, threshold)
+        self._to: float | None = None  # read up to here
+
+    def refresh(self, t0: float, t1: float) -> str | None:
+        """Read what is new up to ``t1``; a note when the recording cannot be read."""
+        since = t0 if self._to is None else max(t0, (self._to - self.REREAD_S) // 60 * 60)
+        minutes, note = recorded_minutes(self.path, self.gpus, since, t1)
+        if note is not None:
+            self.index, self._to = minute_indices((), self.gpus, self.threshold), None
+            return note
+        by_gpu: dict[int, list[GpuMinute]] = {g: [] for g in self.index}
+        for m in minutes:
+            by_gpu[m.gpu].append(m)
+        for gpu, rows in by_gpu.items():
+            self.index[gpu].put(rows, since_minute=int(since // 60))
+        self._to = t1
+        return None
+
+
 def _per_minute(reader: RecordingReader, gpu: int, metric: str, t0: float, t1: float
                 ) -> dict[int, tuple[float, int]]:
     """Minute -> (mean, samples) of one GPU series: the minute tier, then the raw tier's
@@ -145,20 +176,27 @@ def stage_throughput(campaign: Campaign, spans: tuple[StageSpan, ...],
 
 def read_hours(campaign: Campaign, state: CampaignState, now: datetime,
                machine: int | None = 1,
-               streams: Mapping[str, MetricStream] | None = None) -> HoursBought:
+               streams: Mapping[str, MetricStream] | None = None,
+               recorded: RecordedMinutes | None = None) -> HoursBought:
     """What this machine's GPU-hours bought up to ``now`` (``machine`` None: the fleet
-    view, machine 1's)."""
+    view, machine 1's); ``recorded``: a live engine's minutes, refreshed (else the
+    recording is read whole, once)."""
     pkg = campaign.package
     mine = machine or 1
     spans = stage_spans(campaign, state, mine, now)
     t0 = pkg.start.timestamp()
     t1 = min(now, pkg.end).timestamp()
-    minutes, note = recorded_minutes(CampaignFiles.of(campaign).recorder,
-                                     pkg.offer.gpus, t0, t1)
+    minutes: tuple[GpuMinute, ...] = ()
+    if recorded is None:
+        minutes, note = recorded_minutes(CampaignFiles.of(campaign).recorder,
+                                         pkg.offer.gpus, t0, t1)
+    else:
+        note = recorded.refresh(t0, t1)
     notes: tuple[str, ...] = (note,) if note else ()
     if pkg.offer.price is None:
         notes += ("the package price is unknown: the idle gaps' share of it is too",)
     return hours_bought(HoursInputs(
         start=t0, end=pkg.end.timestamp(), now=now.timestamp(), gpus=pkg.offer.gpus,
         price=pkg.offer.price, spans=spans, minutes=minutes,
-        throughput=stage_throughput(campaign, spans, streams), notes=notes, machine=mine))
+        throughput=stage_throughput(campaign, spans, streams), notes=notes, machine=mine,
+        index=None if recorded is None else recorded.index))

@@ -207,3 +207,49 @@ def test_lost_hours_names_the_longest_gaps_and_the_underfed_stage() -> None:
         "stage b: its GPUs idled 67% of its recorded time (2.0 GPU-hours, mean utilization "
         "20 %): input-bound or stuck"]  # (2 h × 5 + 1 h × 50) / 3 h
     assert lines[-1].startswith("75% of the held GPU-hours were not recorded")
+
+
+def _naive(rows: dict[int, GpuMinute], a: int, b: int, threshold: float) -> tuple:
+    """Minute by minute, each by its overlap: what MinuteIndex must agree with."""
+    busy = idle = 0
+    energy = 0.0
+    for m in range(a // 60, (b - 1) // 60 + 1) if b > a else ():
+        d = min(b, 60 * m + 60) - max(a, 60 * m)
+        rec = rows.get(m)
+        if rec is not None and rec.power is not None:
+            energy += rec.power * d
+        if rec is not None and rec.util is not None and rec.n > 0:
+            busy += d * (rec.util >= threshold)
+            idle += d * (rec.util < threshold)
+    return busy, idle, (b - a) - busy - idle, energy
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(0, 300), st.tuples(
+           st.one_of(st.none(), st.sampled_from([0.0, 5.0, 19.9, 20.0, 85.0])),
+           st.one_of(st.none(), st.sampled_from([0.0, 120.0, 300.0])), st.integers(0, 60)),
+           max_size=120),
+       st.lists(st.tuples(st.integers(0, 300 * 60), st.integers(0, 2000)), max_size=8),
+       st.integers(1, 4))
+def test_the_minute_index_agrees_with_minute_by_minute_and_grows_in_pieces(
+        recorded: dict, intervals: list, pieces: int) -> None:
+    """Running sums give the same tally as a walk over every minute, for any interval;
+    and an index fed in pieces, each re-reading from where the last one ended (as a live
+    engine's), is the index built at once."""
+    from cockpit.close.hours import MinuteIndex
+
+    rows = {m: GpuMinute(0, float(m * 60), u, p, n) for m, (u, p, n) in recorded.items()}
+    whole = MinuteIndex()
+    whole.put(rows.values())
+    grown = MinuteIndex()
+    cuts = sorted({0, *(300 * k // pieces for k in range(1, pieces)), 301})
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        re_read = max(lo - 2, 0)  # the newest minutes read again
+        grown.put([r for m, r in rows.items() if re_read <= m < hi], since_minute=re_read)
+    assert grown.minutes == whole.minutes
+    for a, length in intervals:
+        want = _naive(rows, a, a + length, BUSY_UTIL_PCT)
+        for index in (whole, grown):
+            got = index.tally(a, a + length)
+            assert (got.busy, got.idle, got.unrecorded) == want[:3]
+            assert abs(got.energy_ws - want[3]) < 1e-6 * max(1.0, want[3])
