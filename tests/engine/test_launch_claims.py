@@ -51,6 +51,12 @@ def groups(campaign: Campaign, stage: str) -> set[int]:
     return {m.pgid for m in find_marked(stage_marker_prefix(campaign, stage))}
 
 
+def launch_output(campaign: Campaign) -> str:
+    """Every launch's stderr and exit record: why a launched process is not there."""
+    logs = [*sorted(campaign.state_dir.rglob("*.err")), *sorted(campaign.state_dir.rglob("*.exit"))]
+    return " | ".join(f"{p.name}: {p.read_text(errors='replace')[-500:]}" for p in logs)
+
+
 def kill_groups(pgids: set[int]) -> None:
     for pgid in pgids:
         try:
@@ -113,7 +119,8 @@ def test_a_failed_append_after_launch_leaves_one_process_and_the_next_tick_recor
         with pytest.raises(ActionRefused, match="was launched .* next tick records it"):
             broken.start("train")
         assert kinds(path)[-1] == "stage_claimed"  # the intent is on disk, the start is not
-        assert len(groups(campaign, "train")) == 1
+        wait_for(lambda: len(groups(campaign, "train")) == 1, timeout=10,
+                 what=f"one launched group (its output: {launch_output(campaign)!r})")
         # Another cockpit (or the next `cockpit start`) never launches a second copy.
         other = Engine(load_campaign(path), actor="other")
         with pytest.raises(ActionRefused, match="being launched"):

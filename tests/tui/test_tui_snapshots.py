@@ -72,9 +72,16 @@ def ready(seen: dict[str, str]) -> Any:
         # No focused widget: a cursor drawn or not (focus is timing-dependent) would
         # change the SVG's styles while its text stays the same.
         app.set_focus(None)
-        await pilot.pause(0.3)
-        await pilot.wait_for_scheduled_animations()
-        seen["text"] = screen_text(app)
+        # Settled: the same text twice in a row, 0.25 s apart (a loaded machine lays the
+        # panels out over several frames; a screenshot mid-way is not the screen).
+        text, last = screen_text(app), None
+        for _ in range(40):
+            if text == last:
+                break
+            await pilot.pause(0.25)
+            await pilot.wait_for_scheduled_animations()
+            last, text = text, screen_text(app)
+        seen["text"] = text
     return run_before
 
 

@@ -105,9 +105,14 @@ class LivePanel(Static):
             return False
         self._last = key
         # A layout pass arranges the whole screen: only when the text's shape (its
-        # lines' widths) changed, or when the panel wraps (words decide its height).
+        # lines' widths) changed, when the panel wraps (words decide its height), or
+        # when an auto-height panel's size disagrees with its lines (a layout pass
+        # that raced the text's update on a loaded machine: one more pass mends it).
         shape = tuple(cell_len(line) for line in content.plain.split("\n"))
-        layout = shape != self._shape or self.styles.text_wrap == "wrap"
+        height = self.styles.height
+        layout = (shape != self._shape or self.styles.text_wrap == "wrap"
+                  or (height is not None and height.is_auto
+                      and self.size.height != len(shape)))
         self._shape = shape
         self.update(content, layout=layout)
         return True
