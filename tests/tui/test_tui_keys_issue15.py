@@ -77,8 +77,12 @@ def test_log_screen_follows_the_stage_output(tmp_path: Path) -> None:
     async def go() -> None:
         app = CockpitApp(engine, interval=3600)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.snapshot is not None)
+            await until(pilot, lambda: app.snapshot is not None
+                        and app.main.runs_table.row_count > 0)
             app.main.runs_table.focus()
+            # focus() lands after a refresh: `l` then takes the run under the cursor
+            # (before it, `l` asks which run, and no log screen opens).
+            await until(pilot, lambda: app.main.focused is app.main.runs_table)
             await pilot.press("l")
             await until(pilot, lambda: isinstance(app.screen, LogScreen))
             screen = app.screen
