@@ -1,10 +1,10 @@
-"""The commands about the campaign as a whole: check, plan, status, headless, tui, demo,
-init.
+"""The commands about the campaign as a whole: check, plan, status, headless, tui,
+serve, demo, init.
 
 This module owns their handlers: the read-only ones (check, plan and its text and JSON
 renderings, status and its light ``--line`` path), ``cockpit fleet`` (its view and the
 actions it runs where a stage lives) and the ones that hand over to a face (headless,
-tui, demo) or to the scaffold (init). Their arguments are declared in
+tui, serve, demo) or to the scaffold (init). Their arguments are declared in
 :mod:`cockpit.cli.parser`.
 """
 
@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from cockpit.cli.common import EXIT_OK, acting, machine_of
 from cockpit.common.units import for_packages, format_duration, format_hours
+
+# The driver textual-serve gives each tab's process (its screen goes to a websocket).
+WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
 
 
 @acting
@@ -131,6 +135,8 @@ def need_terminal(args: argparse.Namespace, instead: str) -> None:
         resolve(getattr(args, "theme", None))
     except ThemeMissing as exc:
         raise InputError(f"cockpit: {exc}") from None
+    if os.environ.get("TEXTUAL_DRIVER") == WEB_DRIVER:
+        return  # a tab of `cockpit serve`: the screen goes to the browser
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         raise InputError(f"cockpit {args.command}: the cockpit's screen needs a terminal "
                          "(standard input and output are not one); without a screen run "
@@ -143,6 +149,12 @@ def cmd_tui(args: argparse.Namespace) -> int:
     from cockpit.tui.app import run_tui
 
     return run_tui(args)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from cockpit.serve.server import run_serve
+
+    return run_serve(args)
 
 
 @acting

@@ -22,6 +22,7 @@ from cockpit.cli.campaign_cmds import (
     cmd_headless,
     cmd_init,
     cmd_plan,
+    cmd_serve,
     cmd_status,
     cmd_tui,
 )
@@ -32,12 +33,12 @@ from cockpit.common.units import parse_duration
 
 _positive_seconds = number_between(float, 0, 86400, "a number of seconds")
 
-COMMANDS = ("check", "plan", "status", "headless", "tui", "verify", "demo", "init", "start", "mark",
-            "stop", "decide", "accept", "reject", "note", "cost", "budget", "export",
-            "verify-export", "next", "fleet", "rules", "alerts")
+COMMANDS = ("check", "plan", "status", "headless", "tui", "serve", "verify", "demo", "init",
+            "start", "mark", "stop", "decide", "accept", "reject", "note", "cost", "budget",
+            "export", "verify-export", "next", "fleet", "rules", "alerts")
 # The commands that act as one machine of a multi-machine campaign.
-MACHINE_COMMANDS = ("status", "headless", "tui", "verify", "start", "mark", "stop", "decide",
-                    "accept", "reject", "note", "cost", "budget", "export", "next")
+MACHINE_COMMANDS = ("status", "headless", "tui", "serve", "verify", "start", "mark", "stop",
+                    "decide", "accept", "reject", "note", "cost", "budget", "export", "next")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _add_plan_commands(sub)  # check, plan, status
-    _add_face_commands(sub)  # headless, tui
+    _add_face_commands(sub)  # headless, tui, serve
     add_verify_command(sub)
     _add_start_commands(sub)  # demo, init
     add_action_commands(sub)  # start, mark, stop, decide, accept, reject, note, cost
@@ -72,6 +73,16 @@ def _duration_seconds(text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535: {text!r}")
+    return port
 
 
 def _simulate(p: argparse.ArgumentParser) -> None:
@@ -127,9 +138,29 @@ def _add_face_commands(sub: Any) -> None:
     p.add_argument("--auto", action="store_true",
                    help="start each stage when it is ready (stops at decision points)")
     p.add_argument("--no-mouse", action="store_true", help="for slow SSH links")
+    p.add_argument("--read-only", action="store_true",
+                   help="a face that writes nothing: no key that acts, no alerts sent "
+                        "(a colleague's view; what `serve --read-only` runs)")
     _alerts(p)
     _simulate(p)
     p.set_defaults(handler=cmd_tui)
+
+    p = sub.add_parser("serve", help="the same cockpit in a browser (the serve extra), on "
+                       "127.0.0.1 behind a one-time token: reach it with ssh -L")
+    p.add_argument("file")
+    p.add_argument("--port", type=_port, default=8765, metavar="P",
+                   help="the port to listen on (default 8765; 0: any free one)")
+    p.add_argument("--host", default="127.0.0.1", metavar="ADDRESS",
+                   help="the address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="mean it: listen on an address other machines reach (plain HTTP; "
+                        "anyone with the token can stop runs)")
+    p.add_argument("--read-only", action="store_true",
+                   help="every tab is a read-only face: no key writes the journal")
+    p.add_argument("--interval", type=_positive_seconds, default=1.0, metavar="SECONDS")
+    p.add_argument("--theme", default=None, help="default, light or high-contrast")
+    _simulate(p)
+    p.set_defaults(handler=cmd_serve)
 
 
 def _alerts(p: Any) -> None:

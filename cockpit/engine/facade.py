@@ -47,7 +47,7 @@ from typing import Protocol
 import cockpit.engine.guards as guards
 from cockpit.alerts.targets import Target
 from cockpit.campaign.model import Campaign
-from cockpit.common.errors import InputError
+from cockpit.common.errors import ActionRefused, InputError
 from cockpit.engine.alerting import AlertDispatcher
 from cockpit.engine.build import Observations, build_snapshot
 from cockpit.engine.clockwatch import ClockJump
@@ -144,6 +144,9 @@ class Engine:
         self.machine = machine
         self.auto = auto
         self.read_only = read_only
+        # Why this face may not act (``cockpit tui --read-only``: a colleague's view);
+        # None: it may. The fleet's read-only engine acts over SSH and leaves it None.
+        self.writes_refused: str | None = None
         self.actor = actor
         self.clock: Clock = as_clock(clock)
         self.journal: EventJournal = journal if journal is not None else Journal(
@@ -320,57 +323,64 @@ class Engine:
         return self.recorder.check_acceptance(run_id)
 
     # ------------------------------------------------------------------ actions
+    def _acting(self) -> None:
+        """Every action's first step: a face that may not write (``writes_refused``)
+        refuses here, whatever key or command asked."""
+        if self.writes_refused is not None:
+            raise ActionRefused(self.writes_refused)
+        self.open()
+
     def start(self, stage_id: str, *, force: bool = False, now: datetime | None = None,
               auto: bool = False) -> list[Event]:
-        self.open()
+        self._acting()
         return self.actions.start(stage_id, force=force, now=now, auto=auto)
 
     def stop(self, target: str, reason: str, now: datetime | None = None,
              rule: str = "manual") -> Event:
-        self.open()
+        self._acting()
         return self.actions.stop(target, reason, now=now, rule=rule)
 
     def mark(self, stage_id: str, what: str, note: str | None = None,
              now: datetime | None = None) -> list[Event]:
-        self.open()
+        self._acting()
         return self.actions.mark(stage_id, what, note, now=now)
 
     def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
                note: str, now: datetime | None = None) -> list[Event]:
-        self.open()
+        self._acting()
         return self.actions.decide(outcome, stage=stage, drops=drops, note=note, now=now)
 
     def accept(self, run_id: str, note: str | None = None, now: datetime | None = None,
                *, override: bool = False) -> Event | None:
-        self.open()
+        self._acting()
         return self.actions.accept(run_id, note, now=now, override=override)
 
     def reject(self, run_id: str, note: str, now: datetime | None = None
                ) -> Event | None:
-        self.open()
+        self._acting()
         return self.actions.reject(run_id, note, now=now)
 
     def note(self, stage_id: str, text: str, now: datetime | None = None) -> Event:
-        self.open()
+        self._acting()
         return self.actions.note(stage_id, text, now=now)
 
     def cost(self, label: str, amount: str, currency: str = "USD",
              now: datetime | None = None) -> Event:
-        self.open()
+        self._acting()
         return self.actions.cost(label, amount, currency, now=now)
 
     def verify(self, run_id: str, which: str = "newest",
                now: datetime | None = None) -> Event:
-        self.open()
+        self._acting()
         return self.evidence.verify(run_id, which, now=now)
 
     def verify_resume(self, run_id: str, which: str = "first",
                       now: datetime | None = None) -> Event:
-        self.open()
+        self._acting()
         return self.evidence.verify_resume(run_id, which, now=now)
 
     def export(self, now: datetime | None = None) -> Event:
-        self.open()
+        self._acting()
         if self.flight is not None:
             self.flight.flush(5.0)  # the minutes closed so far, into the export's minutes.csv
         return self.evidence.export(now=now)

@@ -384,12 +384,20 @@ def run_tui(args: argparse.Namespace, *,
     from cockpit.fleet.open import open_engine
 
     fleet = bool(getattr(args, "fleet", False))  # `cockpit fleet` is no machine's face
-    engine = open_engine(args.file, auto=bool(args.auto), actor="tui",
+    # A read-only face (a colleague's browser tab) watches: it neither acts at its
+    # ticks, nor sends alerts, nor writes the status log; its keys that act are gone.
+    read_only = bool(getattr(args, "read_only", False))
+    engine = open_engine(args.file, auto=bool(args.auto) and not read_only, actor="tui",
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
-                         fleet=fleet, pull="background", alerts=getattr(args, "alerts", []))
+                         fleet=fleet, pull="background", read_only=read_only,
+                         alerts=None if read_only else getattr(args, "alerts", []))
+    if read_only:
+        engine.writes_refused = ("this cockpit is read-only (tui --read-only, serve "
+                                 "--read-only): it writes nothing")
+    quiet = fleet or read_only
     app = CockpitApp(engine, interval=float(args.interval), theme=chosen.name, themes=themes,
                      after_tick=after_tick,
-                     status_log=None if fleet else CampaignFiles.of(engine.campaign).status_log)
+                     status_log=None if quiet else CampaignFiles.of(engine.campaign).status_log)
     try:
         app.run(mouse=not getattr(args, "no_mouse", False))
     finally:

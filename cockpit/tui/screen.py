@@ -185,6 +185,14 @@ class CockpitScreen(FlowScreen):
             self.update_snapshot(self.snapshot)
 
     # ------------------------------------------------------------------ keys
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A read-only face has no key that acts: gone from the key bar, and pressed,
+        nothing (its engine would refuse it too)."""
+        engine = getattr(self.app, "engine", None)
+        if action in JOURNAL_ACTIONS and getattr(engine, "writes_refused", None) is not None:
+            return False
+        return True
+
     def key_available(self, action: str) -> bool:
         """The key applies now (else the key bar greys it; pressing it says why)."""
         if action not in (*JOURNAL_ACTIONS, "options", "timeline"):

@@ -1,0 +1,3 @@
+"""The browser face: `cockpit serve FILE` serves the TUI through textual-serve (the
+``serve`` extra), on the loopback address behind a one-time token (:mod:`.access`:
+who may reach it; :mod:`.server`: the server and the command each tab runs)."""
