@@ -20,7 +20,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.common.errors import InputError
 from cockpit.serve.access import (
@@ -33,6 +33,9 @@ from cockpit.serve.access import (
     same_origin,
     token_matches,
 )
+
+if TYPE_CHECKING:
+    from cockpit.campaign import Campaign
 
 MISSING = ("cockpit serve: the browser face needs textual-serve, an optional extra: "
            "pip install 'cockpit[serve]' (or: pip install textual-serve)")
@@ -75,15 +78,13 @@ def listen(host: str, port: int) -> socket.socket:
 
 def run_serve(args: argparse.Namespace) -> int:
     try:
+        import textual_serve.server  # noqa: F401  (only: is the extra installed?)
         from aiohttp import web
-        from textual_serve.server import Server
     except ImportError:
         print(MISSING, file=sys.stderr)
         return 2
-    import aiohttp_jinja2
 
     from cockpit.campaign import load_campaign
-    from cockpit.export.bagit_files import fetch_target
 
     campaign = load_campaign(args.file)  # bad input says so here, not in each tab
     host = args.host
@@ -92,15 +93,36 @@ def run_serve(args: argparse.Namespace) -> int:
                          "anyone who reaches it could stop runs; add --allow-remote to "
                          "mean it (an SSH tunnel to 127.0.0.1 is the safe way)")
     sock = listen(host, args.port)
-    port = sock.getsockname()[1]
-    token = new_token()
+    server = build_server(args, campaign, port=sock.getsockname()[1], token=new_token())
+    server.initialize_logging()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, server.request_exit)
+    try:
+        web.run_app(server._make_app(), sock=sock, handle_signals=False, loop=loop,
+                    access_log=None, print=lambda *_: None)
+    finally:
+        sock.close()
+    return 0
+
+
+def build_server(args: argparse.Namespace, campaign: Campaign, *, port: int,
+                 token: str) -> Any:
+    """textual-serve's server for this campaign, behind the token and the Origin check,
+    printing where to go once it listens."""
+    import aiohttp_jinja2
+    from aiohttp import web
+    from textual_serve.server import Server
+
+    from cockpit.export.bagit_files import fetch_target
+
     command = face_command(args, Path(campaign.path).resolve())
     title = f"cockpit · {campaign.id}" + (" (read-only)" if args.read_only else "")
     target = fetch_target(campaign.settings)
-    lines = reach(host, port, token, ssh_user=target.user, ssh_host=target.host,
+    lines = reach(args.host, port, token, ssh_user=target.user, ssh_host=target.host,
                   ssh_port=target.port)
     cookie = cookie_name(port)
-
     Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
     @web.middleware
@@ -149,18 +171,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 "application": {"name": html.escape(title)},
             }
 
-    server = CockpitServer(command, host=host, port=port, title=title)
-    server.initialize_logging()
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, server.request_exit)
-    try:
-        web.run_app(server._make_app(), sock=sock, handle_signals=False, loop=loop,
-                    access_log=None, print=lambda *_: None)
-    finally:
-        sock.close()
-    return 0
+    return CockpitServer(command, host=args.host, port=port, title=title)
 
 
 def _font_size(text: str | None) -> int:

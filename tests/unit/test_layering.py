@@ -16,6 +16,7 @@ The layers, lowest first (docs/architecture.md draws the same map):
     fleet     many machines: peers' journals, actions on another machine
     headless  the screenless face: loop, status log, status line, text rendering
     tui       the Textual face
+    serve     the browser face: the tui behind textual-serve, a token, the loopback
     cli       the commands
 
 At the top of ``cockpit`` only what a training script imports (``report``, ``resume``),
@@ -34,7 +35,7 @@ PACKAGE = ROOT / "cockpit"
 
 LAYERS = ["common", "campaign", "alerts", "telemetry", "journal", "planning", "runs", "close",
           "export",
-          "engine", "fleet", "headless", "tui", "cli"]
+          "engine", "fleet", "headless", "tui", "serve", "cli"]
 TOP_MODULES = {"__init__", "__main__", "report", "resume"}
 TOP_PACKAGES = set(LAYERS) | {"assets"}
 # What a face may import of the engine: its public face and the Snapshot.
