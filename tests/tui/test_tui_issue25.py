@@ -137,7 +137,10 @@ async def test_the_run_list_highlights_the_run_under_the_cursor(long_runs: Path)
         await until(pilot, lambda: app.focused is app.main.stages_table)  # focus() is deferred
         assert table.cursor_key == "r2"
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, PickScreen))
+        # The list has the focus once its screen mounted (and highlighted the cursor's
+        # run): before that, OptionList's own default highlight is the first option.
+        await until(pilot, lambda: isinstance(app.screen, PickScreen)
+                    and app.screen.query_one(OptionList).has_focus)
         options = app.screen.query_one(OptionList)
         assert options.highlighted is not None
         assert options.get_option_at_index(options.highlighted).id == "r2"
