@@ -28,6 +28,7 @@ from cockpit.cli.campaign_cmds import (
 )
 from cockpit.cli.closing import add_close_commands
 from cockpit.cli.common import Parser, add_machine_option, number_between
+from cockpit.cli.prometheus import add_prometheus_command
 from cockpit.cli.rules import add_rules_command
 from cockpit.common.units import parse_duration
 
@@ -35,7 +36,7 @@ _positive_seconds = number_between(float, 0, 86400, "a number of seconds")
 
 COMMANDS = ("check", "plan", "status", "headless", "tui", "serve", "verify", "demo", "init",
             "start", "mark", "stop", "decide", "accept", "reject", "note", "cost", "budget",
-            "export", "verify-export", "next", "fleet", "rules", "alerts")
+            "export", "verify-export", "next", "fleet", "rules", "alerts", "prometheus")
 # The commands that act as one machine of a multi-machine campaign.
 MACHINE_COMMANDS = ("status", "headless", "tui", "serve", "verify", "start", "mark", "stop",
                     "decide", "accept", "reject", "note", "cost", "budget", "export", "next")
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fleet_command(sub)
     add_rules_command(sub)
     add_alerts_command(sub)
+    add_prometheus_command(sub)
     for name, choice in sub.choices.items():
         if name in MACHINE_COMMANDS:
             add_machine_option(choice)
@@ -110,6 +112,15 @@ def _add_plan_commands(sub: Any) -> None:
     p.set_defaults(handler=cmd_status)
 
 
+def _prom_port(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prom-port", type=_port, default=None, metavar="P",
+                   help="serve the same metrics at http://127.0.0.1:P/metrics for a "
+                        "Prometheus server to scrape (0: any free port)")
+    p.add_argument("--prom-host", default="127.0.0.1", metavar="ADDRESS",
+                   help="the address --prom-port listens on (default 127.0.0.1; another "
+                        "is said in a warning: the figures name the campaign)")
+
+
 def _add_face_commands(sub: Any) -> None:
     p = sub.add_parser("headless", help="run the cockpit without a screen")
     p.add_argument("file")
@@ -124,6 +135,7 @@ def _add_face_commands(sub: Any) -> None:
                    help="also write the event lines to this file (rotated)")
     p.add_argument("--prom", default=None, metavar="PATH",
                    help="write the Prometheus textfile here each tick (atomic)")
+    _prom_port(p)
     p.add_argument("--remind", type=_duration_seconds, default=1800.0, metavar="DURATION",
                    help="repeat each 'NEEDS A PERSON' line this often while it holds "
                         "(default 30m)")
@@ -201,6 +213,7 @@ def _add_fleet_command(sub: Any) -> None:
     p.add_argument("--no-mouse", action="store_true", help="for slow SSH links")
     p.add_argument("--log", default=None, metavar="PATH", help=argparse.SUPPRESS)
     p.add_argument("--prom", default=None, metavar="PATH", help=argparse.SUPPRESS)
+    _prom_port(p)
     p.add_argument("--status-log", default=None, metavar="PATH", help=argparse.SUPPRESS)
     p.epilog = ("cockpit fleet FILE ACTION ...: run an action on the machine that owns it, "
                 "with the arguments of that command: " + ", ".join(FLEET_ACTIONS))

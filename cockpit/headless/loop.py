@@ -17,14 +17,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cockpit.common.net import is_loopback
 from cockpit.common.printable import printable
 from cockpit.engine import CampaignFiles, JournalError
 from cockpit.engine.snapshot import Snapshot
+from cockpit.headless.prom_http import MetricsEndpoint
+from cockpit.headless.prometheus import render as prometheus_text
 from cockpit.headless.status_log import (
     RotatingFile,
     compact_json,
     dumps,
-    prometheus_text,
     write_atomic,
 )
 
@@ -94,6 +96,7 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
     refuse_linked_outputs(Path(args.status_log) if args.status_log else default_log,
                           Path(args.log) if args.log else None,
                           Path(args.prom) if args.prom else None)
+    endpoint = prom_endpoint(args)  # a port in use is said before the engine opens
     from cockpit.fleet.open import open_engine
 
     engine = open_engine(args.file, auto=args.auto, actor="headless",
@@ -102,8 +105,25 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
     if args.status_log and not fleet:  # so that `status --line` finds it untold
         record_status_log(args.file, Path(args.status_log))
     loop = HeadlessLoop(args, engine, out or sys.stdout,
-                        Path(args.status_log) if args.status_log else default_log)
+                        Path(args.status_log) if args.status_log else default_log, endpoint)
     return loop.run()
+
+
+def prom_endpoint(args: argparse.Namespace) -> MetricsEndpoint | None:
+    """``--prom-port``: listening now (its port printed: ``0`` picks a free one)."""
+    port = getattr(args, "prom_port", None)
+    if port is None:
+        return None
+    host = args.prom_host
+    endpoint = MetricsEndpoint(host, port)
+    where = f"[{host}]" if ":" in host else host
+    print(f"cockpit headless: metrics at http://{where}:{endpoint.port}/metrics",
+          file=sys.stderr, flush=True)
+    if not is_loopback(host):
+        print(f"cockpit headless: warning: --prom-host {host} is reachable beyond this "
+              "machine: anyone who reaches it reads the campaign's figures and names",
+              file=sys.stderr, flush=True)
+    return endpoint
 
 
 def record_status_log(campaign_file: str | Path, status_log: Path) -> None:
@@ -118,17 +138,19 @@ def record_status_log(campaign_file: str | Path, status_log: Path) -> None:
 
 
 class HeadlessLoop:
-    """The tick loop's outputs: event lines, the status log, the Prometheus file, and
+    """The tick loop's outputs: event lines, the status log, the Prometheus file and
+    endpoint, and
     the signals (TERM/INT stop it, HUP reopens the logs for logrotate)."""
 
     def __init__(self, args: argparse.Namespace, engine: Any, out: Any,
-                 status_log: Path) -> None:
+                 status_log: Path, endpoint: MetricsEndpoint | None = None) -> None:
         self.args = args
         self.engine = engine
         self.out = out
         self.status_log = RotatingFile(status_log)
         self.event_log = RotatingFile(Path(args.log)) if args.log else None
         self.prom = Path(args.prom) if args.prom else None
+        self.endpoint = endpoint
         self.flags = {"stop": False, "reopen": False}
         # What needs a person, and when it was last said (monotonic): said once at
         # once, then again every ``--remind`` while it holds; said at once if it recurs.
@@ -184,10 +206,14 @@ class HeadlessLoop:
         self.remind(snap)
         self._write(f"status log {self.status_log.path}",
                     lambda: self.status_log.write_line(dumps(compact_json(snap))))
-        prom = self.prom
+        prom, endpoint = self.prom, self.endpoint
+        if prom is None and endpoint is None:
+            return
+        text = prometheus_text(snap)  # once, for both ways of being scraped
         if prom is not None:
-            self._write(f"Prometheus file {prom}",
-                        lambda: write_atomic(prom, prometheus_text(snap)))
+            self._write(f"Prometheus file {prom}", lambda: write_atomic(prom, text))
+        if endpoint is not None:
+            endpoint.publish(text)
 
     def remind(self, snap: Snapshot) -> None:
         """``NEEDS A PERSON: …`` for each need (a decision, a verdict, a blind rule): at
@@ -249,4 +275,6 @@ class HeadlessLoop:
             self.status_log.close()
             if self.event_log is not None:
                 self.event_log.close()
+            if self.endpoint is not None:
+                self.endpoint.close()
             self.engine.close()

@@ -1,5 +1,6 @@
 """Status outputs for tools: the compact per-tick JSON, its one-line form, a
-size-bounded rotating log file, and the Prometheus textfile.
+size-bounded rotating log file, and the atomic write of the Prometheus textfile (its
+text: :mod:`cockpit.headless.prometheus`).
 
 Every file here is written only into a real file: a symbolic link planted at the status
 log, the event log or the Prometheus file is refused (OSError ELOOP, the journal's rule
@@ -12,7 +13,6 @@ The compact JSON is what the status log holds, one object a line;
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import IO, Any
@@ -152,66 +152,6 @@ def _ends_with_newline(path: Path) -> bool:
             return handle.read(1) == b"\n"
     except OSError:
         return True
-
-
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def prometheus_text(snap: Snapshot) -> str:
-    """The snapshot in the Prometheus text exposition format (node_exporter textfile)."""
-    out: list[str] = []
-
-    def family(name: str, help_text: str, samples: list[tuple[dict[str, str], float | None]],
-               kind: str = "gauge") -> None:
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            if value is None:
-                continue
-            text = "NaN" if isinstance(value, float) and math.isnan(value) else repr(float(value))
-            if labels:
-                body = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-                out.append(f"{name}{{{body}}} {text}")
-            else:
-                out.append(f"{name} {text}")
-
-    c = {"campaign": snap.campaign}
-    family("cockpit_window_seconds_left", "Seconds left in the rental window.",
-           [(c, snap.window.remaining_s)])
-    family("cockpit_point_of_no_return_seconds",
-           "Seconds to the point of no return: the last moment a landing can begin and "
-           "the results be home by the window end (negative: past it).",
-           [(c, None if snap.window.point_of_no_return is None else
-             (snap.window.point_of_no_return - snap.taken_at).total_seconds())])
-    family("cockpit_forecast_slack_seconds",
-           "Window end minus forecast end (negative: exceeds).",
-           [(c, snap.window.forecast_slack_s)])
-    gpus = [g for g in snap.gpus.gpus if not g.lost]
-
-    def per_gpu(attr: str, scale: float = 1.0) -> list[tuple[dict[str, str], float | None]]:
-        rows: list[tuple[dict[str, str], float | None]] = []
-        for g in gpus:
-            value = getattr(g, attr)
-            rows.append(({"gpu": str(g.index), "uuid": g.uuid or ""},
-                         None if value is None else float(value) * scale))
-        return rows
-
-    family("cockpit_gpu_utilization_percent", "GPU utilization.", per_gpu("util"))
-    family("cockpit_gpu_memory_used_bytes", "GPU memory used.", per_gpu("mem_used"))
-    family("cockpit_gpu_temperature_celsius", "GPU temperature.", per_gpu("temp"))
-    family("cockpit_gpu_power_watts", "GPU power draw.", per_gpu("power"))
-    family("cockpit_run_step", "Last step a run reported.",
-           [({"run": r.id}, None if r.step is None else float(r.step)) for r in snap.runs])
-    family("cockpit_run_checkpoint_age_seconds", "Age of a run's newest checkpoint.",
-           [({"run": r.id}, r.checkpoint.age_s if r.checkpoint else None) for r in snap.runs])
-    family("cockpit_rule_fired", "1 when a stop rule fired on a run.",
-           [({"rule": r.rule, "run": r.run}, 1.0 if r.state == "fired" else 0.0)
-            for r in snap.rules])
-    family("cockpit_rule_blind", "1 when a stop rule's metric was never seen on its run.",
-           [({"rule": r.rule, "run": r.run}, 1.0 if r.state == "blind" else 0.0)
-            for r in snap.rules])
-    return "\n".join(out) + "\n"
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -11,11 +11,12 @@ page of another site open in the same browser cannot drive the cockpit).
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import re
 import secrets
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from cockpit.common.net import is_loopback
 
 TOKEN_BYTES = 24  # 192 bits, URL-safe text of 32 characters
 COOKIE_PREFIX = "cockpit_token_"
@@ -59,15 +60,6 @@ def same_origin(origin: str | None, host: str | None) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(host) and parts.netloc == host
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

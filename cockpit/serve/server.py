@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.common.errors import InputError
+from cockpit.common.net import is_loopback
 from cockpit.serve.access import (
     LOOPBACK,
     cookie_name,
-    is_loopback,
     new_token,
     reach,
     safe_host,

@@ -31,10 +31,10 @@ from tests.helpers.campaigns import (
 from tests.helpers.process import SAMPLES, run_cockpit, wait_for
 
 FAMILIES = {
-    "cockpit_window_seconds_left", "cockpit_forecast_slack_seconds",
-    "cockpit_gpu_utilization_percent", "cockpit_gpu_memory_used_bytes",
+    "cockpit_window_remaining_seconds", "cockpit_forecast_slack_seconds",
+    "cockpit_gpu_utilization_ratio", "cockpit_gpu_memory_used_bytes",
     "cockpit_gpu_temperature_celsius", "cockpit_gpu_power_watts", "cockpit_run_step",
-    "cockpit_run_checkpoint_age_seconds", "cockpit_rule_fired",
+    "cockpit_run_checkpoint_age_seconds", "cockpit_rule_state",
 }
 
 
@@ -66,9 +66,10 @@ def test_quick_sample_headless_end_to_end(tmp_path: Path):
     assert parsed[-1]["gpu_status"] == "simulated" and len(parsed[-1]["gpus"]) == 2
     families = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
     assert FAMILIES <= set(families)
-    fired = [s for s in families["cockpit_rule_fired"].samples if s.value == 1.0]
+    fired = [s for s in families["cockpit_rule_state"].samples
+             if s.labels["state"] == "fired" and s.value == 1.0]
     assert [(s.labels["rule"], s.labels["run"]) for s in fired] == [("finite-loss", "variant-b")]
-    gpu_samples = families["cockpit_gpu_utilization_percent"].samples
+    gpu_samples = families["cockpit_gpu_utilization_ratio"].samples
     assert {s.labels["gpu"] for s in gpu_samples} == {"0", "1"}
     kinds = [e["kind"] for e in events(folder)]
     assert kinds.count("stop_requested") == 1 and kinds.count("stage_started") == 5

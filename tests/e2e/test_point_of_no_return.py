@@ -59,8 +59,8 @@ def test_the_prometheus_file_and_the_window_line_carry_it(tmp_path: Path) -> Non
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err[-2000:]
-    value = re.search(r'^cockpit_point_of_no_return_seconds\{campaign="test-campaign"\} (\S+)$',
-                      text, re.M)
+    value = re.search(r'^cockpit_point_of_no_return_remaining_seconds'
+                      r'\{campaign="test-campaign",machine="1"\} (\S+)$', text, re.M)
     assert value is not None, text
     assert 8 * 3600 + 18 * 60 < float(value.group(1)) <= 8 * 3600 + 20 * 60
     text_status = run_cockpit("status", str(path)).stdout  # the window line, in words

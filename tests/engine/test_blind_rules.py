@@ -107,7 +107,8 @@ def test_a_rule_that_never_saw_its_metric_is_blind_on_every_face(tmp_path: Path,
                        "--prom", str(prom), env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     want = EXPECTED[case]
-    assert 'cockpit_rule_blind{rule="loss-cap",run="r1"} 1.0' in prom.read_text()
+    assert ('cockpit_rule_state{campaign="test-campaign",machine="1",rule="loss-cap",'
+            'run="r1",state="blind"} 1.0') in prom.read_text()
     # headless: the journaled line, at the end of the run
     assert "rule loss-cap is blind on run r1 (the run ended blind): " in done.stdout
     assert want in done.stdout, done.stdout

@@ -11,9 +11,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cockpit.common.net import is_loopback
 from cockpit.serve.access import (
     cookie_name,
-    is_loopback,
     new_token,
     reach,
     safe_host,
