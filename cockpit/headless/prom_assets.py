@@ -58,6 +58,10 @@ PANELS: tuple[Panel, ...] = (
           "{{campaign}} m{{machine}} {{run}}", 12),
     Panel("GPU readings not from NVML", f'cockpit_gpu_reading_status{{{SEL},status!="ok"}} == 1',
           "table", legend="{{campaign}} m{{machine}} {{status}}"),
+    Panel("Disk free", f"cockpit_disk_free_bytes{{{SEL}}}", "table", "bytes",
+          "{{campaign}} m{{machine}} {{path}}"),
+    Panel("Peer machines not answering", f"cockpit_peer_reachable{{{SEL}}} == 0", "table",
+          legend="{{campaign}} m{{machine}} peer {{peer}}"),
     Panel("Accepted results", f"cockpit_accepted_results{{{SEL}}}", "stat"),
     Panel("Cost per accepted result", f"cockpit_cost_per_accepted_result_usd{{{SEL}}}",
           "stat", "currencyUSD"),
@@ -162,6 +166,16 @@ ALERTS: tuple[Alert, ...] = (
           "cockpit_window_remaining_seconds < 21600 and on(campaign, machine) "
           "cockpit_closed == 0", "0m", "critical",
           f"{WHO}: under 6 h left and no verified export"),
+    Alert("CockpitGpuReadingsUnavailable",
+          'cockpit_gpu_reading_status{status="unavailable"} == 1', "5m", "warning",
+          f"{WHO}: no GPU readings (NVML unavailable): utilization and memory unknown"),
+    Alert("CockpitDiskLow", "cockpit_disk_low == 1", "0m", "warning",
+          f"{WHO}: {{{{ $labels.path }}}} is nearly full (checkpoints and the export fail "
+          "on a full disk)"),
+    Alert("CockpitPeerUnreachable", "cockpit_peer_reachable == 0", "5m", "warning",
+          f"{WHO}: machine {{{{ $labels.peer }}}} does not answer its pulls"),
+    Alert("CockpitLanding", 'cockpit_landing_state{state="landing"} == 1', "0m", "warning",
+          f"{WHO}: the point of no return passed: the cockpit is landing the results"),
     Alert("CockpitNotWatched", "time() - cockpit_snapshot_timestamp_seconds > 120", "0m",
           "critical", f"{WHO}: no cockpit has ticked for over 2 minutes"),
 )
@@ -182,10 +196,10 @@ def metrics_table() -> str:
              "|---|---|---|"]
     for family in FAMILIES:
         labels = ", ".join(family.labels) or "—"
-        name = family.name
+        name = f"`{family.name}`"
         if family.money:
-            name += " (the package's currency: _eur …)"
-        lines.append(f"| `{name}` | {labels} | {family.help} |")
+            name += " (the package's currency: `_eur` for EUR …)"
+        lines.append(f"| {name} | {labels} | {family.help} |")
     return "\n".join(lines) + "\n"
 
 

@@ -41,6 +41,7 @@ RELOAD_STATES = ("ok", "failed", "unverified", "none")  # none: no checkpoint ye
 VERDICTS = ("accepted", "rejected", "none")
 FORECAST_VERDICTS = ("fits", "tight", "exceeds")
 READING_STATES = ("ok", "simulated", "unavailable")
+LANDING_STATES = ("off", "armed", "landing", "landed")  # armed: on_deadline: land
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,26 @@ def _pnr_left(snap: Snapshot) -> float | None:
 def _gpus(read: Callable[..., float | None]) -> Callable[[Snapshot], Iterable[Sample]]:
     return lambda snap: [((str(g.index), g.uuid or ""), read(g))
                          for g in snap.gpus.gpus if not g.lost]
+
+
+def _landing_state(snap: Snapshot) -> str:
+    if snap.landing:
+        return "landed" if snap.landing[-1].split(" ", 1)[-1].startswith("landed:") \
+            else "landing"
+    return "armed" if snap.window.landing_mode else "off"
+
+
+def _disks(read: Callable[..., float | None]) -> Callable[[Snapshot], Iterable[Sample]]:
+    return lambda snap: [] if snap.host is None else [((d.path,), read(d))
+                                                      for d in snap.host.disks]
+
+
+def _host(read: Callable[..., float | None]) -> Callable[[Snapshot], Iterable[Sample]]:
+    return lambda snap: [((), None if snap.host is None else read(snap.host))]
+
+
+def _peers(read: Callable[..., float | None]) -> Callable[[Snapshot], Iterable[Sample]]:
+    return lambda snap: [((str(m.machine),), read(m)) for m in snap.machines]
 
 
 def _hours(attr: str) -> Callable[[Snapshot], Iterable[Sample]]:
@@ -155,6 +176,11 @@ FAMILIES: tuple[Family, ...] = (
            _campaign(lambda s: float(len(s.pending_decisions)))),
     Family("cockpit_closed", "1 once the verified export is written.", (),
            _campaign(lambda s: 0.0 if s.exported_at is None else 1.0)),
+    Family("cockpit_landing_state", "1 for the landing's state (off; armed: on_deadline: "
+           "land; landing; landed).", ("state",),
+           lambda s: [((v,), x) for v, x in _state_set(_landing_state(s), LANDING_STATES)]),
+    Family("cockpit_warnings", "Warnings the cockpit shows now (GPU, disk, clock, peers).",
+           (), _campaign(lambda s: float(len(s.warnings)))),
     Family("cockpit_stage_state", "1 for a stage's current state.", ("stage", "state"),
            lambda s: [((st.id, v), x) for st in s.stages
                       for v, x in _state_set(st.state, STAGE_STATES)]),
@@ -209,6 +235,23 @@ FAMILIES: tuple[Family, ...] = (
            _gpus(lambda g: g.temp)),
     Family("cockpit_gpu_power_watts", "GPU power draw.", ("gpu", "uuid"),
            _gpus(lambda g: g.power)),
+    Family("cockpit_host_cpu_ratio", "The machine's CPU use (0 to 1, all cores).", (),
+           _host(lambda h: None if h.cpu_percent is None else h.cpu_percent / 100.0)),
+    Family("cockpit_host_memory_used_bytes", "The machine's memory in use.", (),
+           _host(lambda h: float(h.mem_used))),
+    Family("cockpit_host_memory_total_bytes", "The machine's memory in all.", (),
+           _host(lambda h: float(h.mem_total))),
+    Family("cockpit_disk_free_bytes", "Free space on a filesystem the campaign writes to "
+           "(its folder, checkpoints, exports).", ("path",), _disks(lambda d: float(d.free))),
+    Family("cockpit_disk_total_bytes", "Size of that filesystem.", ("path",),
+           _disks(lambda d: float(d.total))),
+    Family("cockpit_disk_low", "1 when that filesystem is under the campaign's disk warning.",
+           ("path",), _disks(lambda d: float(d.low))),
+    Family("cockpit_peer_reachable", "1 when another machine of the campaign answered its "
+           "last pull, 0 when not (absent: not reached yet).", ("peer",),
+           _peers(lambda m: None if m.reachable is None else float(m.reachable))),
+    Family("cockpit_peer_data_age_seconds", "Age of the newest good pull of a peer's journal.",
+           ("peer",), _peers(lambda m: m.data_age_s)),
     Family("cockpit_gpu_held_seconds", "GPU-seconds held since the window began (all GPUs).",
            (), _hours("held_s")),
     Family("cockpit_gpu_busy_seconds", "Held GPU-seconds at or above the busy utilization.",

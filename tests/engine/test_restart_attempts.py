@@ -16,12 +16,16 @@ from tests.helpers.campaigns import FINITE, write_campaign
 from tests.helpers.process import run_cockpit
 
 # The first attempt's loss goes NaN at step 3 and it keeps stepping until stopped; the
-# attempt after it (a marker file says one ran) finishes its 3 steps cleanly.
+# attempt after it (a marker file says one ran) finishes its 3 steps cleanly. The first
+# attempt loads for 1.5 s (0.0004 h) first: its time must show in hours to 4 places
+# whatever the machine's speed (a stop at step 3 alone took 0.2-0.5 s, a rounding away).
 FLAKY = textwrap.dedent("""
     import math, os, sys, time
     from cockpit import report
     first = not os.path.exists("attempted")
     open("attempted", "w").close()
+    if first:
+        time.sleep(1.5)
     for step in range(1, 200 if first else 4):
         loss = math.nan if first and step >= 3 else 1.0 / step
         report.log(step, loss=loss)

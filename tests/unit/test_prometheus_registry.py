@@ -22,7 +22,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from cockpit.common.printable import printable
-from cockpit.engine.snapshot import Snapshot
+from cockpit.engine.snapshot import MachineView, Snapshot
 from cockpit.fleet.open import open_engine
 from cockpit.headless.prom_assets import (
     ALERTS,
@@ -111,6 +111,25 @@ def test_hostile_text_is_one_printable_bounded_label_value(tmp_path: Path) -> No
     assert strays == []
 
 
+def test_the_host_the_disks_and_the_peers_are_measured_or_absent(tmp_path: Path) -> None:
+    snap = snapshot(tmp_path)
+    parsed = families(render(snap))
+    disks = parsed["cockpit_disk_free_bytes"]
+    assert disks and all(v > 0 for _, v in disks)
+    assert {labels["path"] for labels, _ in disks} == {d.path for d in snap.host.disks}
+    assert parsed["cockpit_host_memory_total_bytes"][0][1] > 0
+    landing = {labels["state"]: v for labels, v in parsed["cockpit_landing_state"]}
+    assert landing == {"off": 1.0, "armed": 0.0, "landing": 0.0, "landed": 0.0}
+    peers = (MachineView(2, "box2", None, None, "no pull yet", 0),
+             MachineView(3, "box3", False, 95.0, "timed out", 10),
+             MachineView(4, "box4", True, 2.0, None, 10))
+    parsed = families(render(replace(snap, machines=peers)))
+    reachable = {labels["peer"]: v for labels, v in parsed["cockpit_peer_reachable"]}
+    assert reachable == {"3": 0.0, "4": 1.0}  # machine 2, never reached, is not "up"
+    ages = {labels["peer"]: v for labels, v in parsed["cockpit_peer_data_age_seconds"]}
+    assert ages == {"3": 95.0, "4": 2.0}
+
+
 def test_a_state_the_code_does_not_list_is_shown_not_hidden(tmp_path: Path) -> None:
     snap = snapshot(tmp_path)
     odd = replace(snap, rules=tuple(replace(r, state="paused") for r in snap.rules))
@@ -131,7 +150,8 @@ def test_every_metric_the_dashboard_and_the_rules_name_is_in_the_registry() -> N
     # The alerts cover the events the cockpit's own alerts send.
     alerts = {a.name for a in ALERTS}
     assert {"CockpitRuleFired", "CockpitRuleBlind", "CockpitRunFailed", "CockpitGpuLost",
-            "CockpitCheckpointDoesNotReload", "CockpitNotWatched"} <= alerts
+            "CockpitCheckpointDoesNotReload", "CockpitNotWatched", "CockpitDiskLow",
+            "CockpitPeerUnreachable", "CockpitDecisionNeeded", "CockpitLanding"} <= alerts
 
 
 def test_the_dashboard_is_a_grafana_model_that_imports_as_is() -> None:
