@@ -20,6 +20,15 @@ import yaml
 from cockpit.headless.prometheus import FAMILIES
 
 SEL = 'campaign=~"$campaign",machine=~"$machine"'
+
+
+def since_last_tick(selector: str = "") -> str:
+    """Seconds since a cockpit last ticked. Over the last hour's samples, not the last
+    one: a textfile keeps its old figures (the value says how old), but an endpoint
+    whose cockpit ended takes its series with it (stale at once), and only the range
+    still remembers them."""
+    return f"time() - max_over_time(cockpit_snapshot_timestamp_seconds{selector}[1h])"
+
 DASHBOARD_UID = "cockpit-campaigns"
 
 
@@ -38,7 +47,7 @@ PANELS: tuple[Panel, ...] = (
     Panel("Point of no return in", f"cockpit_point_of_no_return_remaining_seconds{{{SEL}}}",
           "stat", "s"),
     Panel("Seconds since a cockpit ticked (not watched when high)",
-          f"time() - cockpit_snapshot_timestamp_seconds{{{SEL}}}", "stat", "s"),
+          since_last_tick(f"{{{SEL}}}"), "stat", "s"),
     Panel("Forecast", f"cockpit_forecast_verdict{{{SEL}}} == 1", "table",
           legend="{{campaign}} m{{machine}} {{verdict}}"),
     Panel("Stages: elapsed of planned",
@@ -176,8 +185,9 @@ ALERTS: tuple[Alert, ...] = (
           f"{WHO}: machine {{{{ $labels.peer }}}} does not answer its pulls"),
     Alert("CockpitLanding", 'cockpit_landing_state{state="landing"} == 1', "0m", "warning",
           f"{WHO}: the point of no return passed: the cockpit is landing the results"),
-    Alert("CockpitNotWatched", "time() - cockpit_snapshot_timestamp_seconds > 120", "0m",
-          "critical", f"{WHO}: no cockpit has ticked for over 2 minutes"),
+    Alert("CockpitNotWatched", f"{since_last_tick()} > 120", "0m", "critical",
+          f"{WHO}: no cockpit has ticked for over 2 minutes (for an hour after it ended; "
+          "then its series are gone: watch `up` too)"),
 )
 
 

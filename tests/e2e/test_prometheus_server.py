@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from cockpit.headless.prom_assets import PANELS, alert_rules_yaml
+from cockpit.headless.prom_assets import PANELS, SEL, alert_rules_yaml, since_last_tick
 from tests.helpers.campaigns import FINITE, step_command, write_campaign
 from tests.helpers.process import run_cockpit, wait_for
 from tests.helpers.prometheus import PROMTOOL, Prometheus, end, missing, node_exporter
@@ -163,6 +163,14 @@ def test_three_cockpits_in_a_real_prometheus(tmp_path: Path) -> None:
                 continue
             campaigns = {r["metric"].get("campaign") for r in result}
             assert campaigns == set(paths), (panel.title, panel.expr, result)
+        # A cockpit that ends takes its endpoint with it: the "not watched" query still
+        # sees it (its last hour), while the ones still ticking stay fresh.
+        end(beta)
+        # (A live cockpit's figures are at most a scrape and a tick old: 8 s is margin.)
+        quiet = f"({dashboard_query(since_last_tick('{' + SEL + '}'))}) > 8"
+        gone = wait_for(lambda: server.query(quiet), timeout=40, what="beta not watched")
+        assert {r["metric"]["campaign"] for r in gone} == {"beta"}
+
         # Simulated GPUs are never shown as real readings.
         readings = server.query(dashboard_query(next(
             p.expr for p in PANELS if p.title == "GPU readings not from NVML")))
