@@ -248,8 +248,14 @@ class FlightRecorder:
         newest = samples[-1].sec if samples else batch.newest
         if newest is None:
             return
+        retry = self._retry_at
+        if retry is not None and newest < retry:
+            # Paused (a full disk): a batch handed off before the pause is dropped too,
+            # not tried against the full disk (a small one may fit and end the pause
+            # only to meet the full disk again with the next).
+            self._dropped_writer += len(samples)
+            return
         if self._db is None:
-            retry = self._retry_at
             if retry is None or newest >= retry:
                 self._try_open(newest)
             if self._db is None:
