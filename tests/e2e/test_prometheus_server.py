@@ -25,8 +25,8 @@ import pytest
 
 from cockpit.headless.prom_assets import PANELS, SEL, alert_rules_yaml, since_last_tick
 from tests.helpers.campaigns import FINITE, step_command, write_campaign
-from tests.helpers.process import run_cockpit, wait_for
-from tests.helpers.prometheus import PROMTOOL, Prometheus, end, missing, node_exporter
+from tests.helpers.process import end, run_cockpit, wait_for
+from tests.helpers.prometheus import PROMTOOL, Prometheus, missing, node_exporter
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=missing() or "")
 

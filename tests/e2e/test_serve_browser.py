@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 from tests.helpers.campaigns import step_command, write_campaign
-from tests.helpers.process import run_cockpit
+from tests.helpers.process import end, run_cockpit
 
 pytest.importorskip("textual_serve")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -70,12 +70,7 @@ def serve(path: Path, *extra: str) -> Iterator[Served]:
             tree += [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
         except psutil.Error:
             pass
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end(proc, grace=20)
         for pid in tree[1:]:  # the tabs' cockpits, should any outlive the server
             try:
                 os.kill(pid, signal.SIGKILL)

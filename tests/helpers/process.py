@@ -37,3 +37,14 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "c
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def end(proc: subprocess.Popen[Any], grace: float = 15.0) -> None:
+    """End a process the test started, by its pid: TERM, then KILL after ``grace``."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)

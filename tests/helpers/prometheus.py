@@ -13,6 +13,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.process import end
+
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -30,17 +32,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def end(proc: subprocess.Popen[Any]) -> None:
-    """End a process the test started, by its pid: TERM, then KILL."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
 
 
 def get(url: str, timeout: float = 5.0) -> Any:
