@@ -88,7 +88,8 @@ def run_demo(args: argparse.Namespace) -> int:
 def _run_headless(path: Path, args: argparse.Namespace) -> int:
     from cockpit.fleet.open import open_engine
 
-    engine = open_engine(path, auto=True, actor="demo", simulate_gpus=args.simulate_gpus,
+    engine = open_engine(path, auto=True, actor="demo", face="demo",
+                         simulate_gpus=args.simulate_gpus,
                          alerts=args.alerts)
     deadline = time.monotonic() + args.timeout
     try:

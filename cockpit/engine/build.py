@@ -30,6 +30,7 @@ from cockpit.engine.build_runs import NO_INTERVAL, rule_views, run_views, shown
 from cockpit.engine.landing import landing_now
 from cockpit.engine.readiness import stage_status
 from cockpit.engine.snapshot import (
+    ConductorView,
     EventLine,
     MachineView,
     Slot,
@@ -81,6 +82,8 @@ class Observations:
     # run -> rule -> what each underfed rule saw of the run's GPUs (engine.underfed)
     underfed: Mapping[str, Mapping[str, UnderfedSeen]] = field(default_factory=dict)
     hours: HoursBought | None = None  # what the GPU-hours bought (engine.hours, cached)
+    conductor: ConductorView = ConductorView()  # who conducts (engine.conductor)
+    plan_refused: str | None = None  # an edit of the campaign file that does not load
 
 
 SNAPSHOT_NOTES = 10  # a stage's newest notes in the Snapshot (the journal holds all)
@@ -109,6 +112,11 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
     none_fits = "" if fc.fits or any(o.fits for o in fc.options) else \
         no_options_reason(campaign, (fc.end - pkg.start).total_seconds() / 3600, fc.options)
     warnings = list(_warnings(campaign, state, obs, fc.verdict, none_fits))
+    if not obs.conductor.conducted:  # first: nobody runs the guards (issue 39)
+        warnings.insert(0, obs.conductor.words())
+    if obs.plan_refused is not None:
+        warnings.insert(0, f"the campaign file was edited but does not load: "
+                           f"{obs.plan_refused}; the plan in force is unchanged")
     warnings.extend(obs.gpu.warnings)
     warnings.extend(obs.telemetry_warnings)
     return Snapshot(
@@ -127,7 +135,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         export_action=export_action(campaign, state, obs.machine),
         schedule=planned_schedule(campaign),
         exported_at=parse_t(export) if export and export.get("verified") else None,
-        landing=tuple(printable(line) for line in obs.landing), hours=obs.hours)
+        landing=tuple(printable(line) for line in obs.landing), hours=obs.hours,
+        conductor=obs.conductor)
 
 
 def stage_views(campaign: Campaign, state: CampaignState, obs: Observations, fc: Forecast,

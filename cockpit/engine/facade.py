@@ -40,17 +40,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import cockpit.engine.guards as guards
 from cockpit.alerts.targets import Target
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import ActionRefused, InputError
+from cockpit.common.lease import ConductorLease
 from cockpit.engine.alerting import AlertDispatcher
 from cockpit.engine.build import Observations, build_snapshot
 from cockpit.engine.clockwatch import ClockJump
+from cockpit.engine.conductor import PlanWatch, conductor_view
 from cockpit.engine.evidence import Evidence
 from cockpit.engine.exits import ExitRecorder
 from cockpit.engine.guards import ExitVerdict, ExportFacts
@@ -73,7 +75,7 @@ from cockpit.engine.ports import (
 from cockpit.engine.recorded import Recorded, read_recorded
 from cockpit.engine.recorder import Recorder
 from cockpit.engine.scope import Scope
-from cockpit.engine.snapshot import Snapshot
+from cockpit.engine.snapshot import ConductorView, Snapshot
 from cockpit.engine.timebase import Timebase
 from cockpit.engine.verification import Verification
 from cockpit.journal.fields import Event
@@ -137,7 +139,8 @@ class Engine:
                  actor: str = "cockpit", journal: EventJournal | None = None,
                  supervisor: Supervisor | None = None, machine: int | None = 1,
                  peers: PeerSource | None = None, actions: Actions | None = None,
-                 alerts: Sequence[Target] = (), record: bool = True) -> None:
+                 alerts: Sequence[Target] = (), record: bool = True,
+                 lease: ConductorLease | None = None) -> None:
         self.campaign = campaign
         # Which machine this cockpit is (D12): it launches, stops and supervises only the
         # stages of this machine. None: `cockpit fleet`, every machine is a peer.
@@ -170,8 +173,19 @@ class Engine:
         self.actions: Actions = actions or LocalActions(self.launcher, self.recorder)
         self.hours = HoursCache(campaign, machine, lambda: self.observer.streams)
         sampled = gpu_sampler is not None or host_sampler is not None
-        self.flight = (FlightRecorder(CampaignFiles.of(campaign).recorder)
-                       if record and sampled and not read_only else None)
+        # The conductor's lease (issue 39): a face holds one and conducts while it holds
+        # it, else it is a viewer that takes it when it comes free. No lease (an engine
+        # made directly, as the engine tests do): this engine conducts alone.
+        self.lease = lease
+        # The flight recorder's one writer is the conductor: opened when this engine
+        # begins to conduct (a takeover continues the same file).
+        self._records = record and sampled and not read_only
+        self.flight: FlightRecorder | None = None
+        self.plan_watch = PlanWatch(campaign)
+        # A valid new version of the campaign file that this face should now load (its
+        # face reopens the engine: :func:`cockpit.fleet.open.reopen_engine`).
+        self.reload_wanted: Campaign | None = None
+        self.opened_with: dict[str, Any] = {}  # open_engine's options (reopen_engine)
         self._opened = False
 
     def open(self) -> Engine:
@@ -182,9 +196,54 @@ class Engine:
             self._opened = True
             self.past.open()
             self.observer.start()
-            if self.flight is not None:
-                self.flight.open()
+            self._conduct_now()  # the first face to open conducts
         return self
+
+    # ------------------------------------------------------------------ conducting
+    @property
+    def conducting(self) -> bool:
+        """Whether this engine does the conductor's effects now (:mod:`conductor`)."""
+        if self.read_only:
+            return False
+        return self.lease is None or self.lease.held
+
+    @property
+    def you_conduct(self) -> bool:
+        """Whether this face conducts: an acting engine that does, or the fleet's view
+        (read-only, it writes no journal) that holds the fleet's lease."""
+        return self.conducting or (self.lease is not None and self.lease.held)
+
+    def _conduct_now(self) -> bool:
+        """Conduct if this engine may: a viewer takes a lease that came free (its holder
+        exited or died) and carries on from the journal."""
+        if self.read_only and self.lease is None:
+            return False
+        if self.lease is not None and not self.lease.held:
+            self.lease.auto = self.auto
+            if not self.lease.take():
+                return False
+            previous = self.lease.previous
+            if previous is not None and previous.auto and not self.auto:
+                # A takeover carries the campaign on as it was conducted: the stages the
+                # --auto conductor would have started still start.
+                self.auto = self.lease.auto = True
+                self.lease.describe()
+        if self.read_only:
+            return False  # the fleet's view: it holds its lease, it acts on no journal
+        if self.flight is None and self._records:
+            self.flight = FlightRecorder(CampaignFiles.of(self.campaign).recorder).open()
+        return True
+
+    def conductor(self) -> ConductorView:
+        """Who conducts this campaign on this machine, as the faces say it."""
+        if self.you_conduct:
+            since = (datetime.fromtimestamp(self.lease.since, timezone.utc)
+                     if self.lease is not None and self.lease.since is not None else None)
+            return ConductorView(you=True, conducted=True,
+                                 face=self.lease.face if self.lease else self.actor,
+                                 pid=os.getpid(), since=since)
+        return conductor_view(CampaignFiles.of(self.campaign).root, self.machine,
+                              self.lease.problem if self.lease is not None else None)
 
     @property
     def peers(self) -> PeerSource | None:
@@ -207,11 +266,12 @@ class Engine:
         if now is None:
             now, jump = self.time.read_clock()  # the steady time while a clock jump holds
         state = self.past.state(now)
-        if self.read_only:
+        if self._conduct_now():
+            state = self._step(state, jump, now)
+        else:  # a viewer (or a read-only face): sees everything, writes nothing
             self.observer.poll(state, now)
             self.observer.sample_telemetry(state, now, None)
-        else:
-            state = self._step(state, jump, now)
+        self._watch_plan(self.past.state(now), now)
         self.past.announce(now)
         return self._snapshot(self.past.state(now), now)
 
@@ -220,7 +280,10 @@ class Engine:
         """What a tick does that writes: each act refolds the state only when it wrote."""
         if jump is not None:
             self.recorder.record_clock_jump(jump, self.time.watch.settle_s, now)
-        self.recorder.record_plan_change(state, now)
+        if self.plan_watch.current(self.clock.monotonic()) == self.campaign.sha256:
+            # Only the version the file holds now: a face whose plan the file has left
+            # behind reloads (PlanWatch) and never journals its older version.
+            self.recorder.record_plan_change(state, now)
         self.launcher.reconcile_claims(state, now)  # launches whose record never landed
         state = self.past.state(now)
         # Rules before exits: a run's last lines (a truncation count, a final NaN) are
@@ -257,6 +320,20 @@ class Engine:
         self.past.save_cache()  # every CACHE_EVERY_S: a restart folds only the tail
         return self.past.state(now)
 
+    def _watch_plan(self, state: CampaignState, now: datetime) -> None:
+        """An edited campaign file: the conductor journals a valid new version once; a
+        face reloads it once the journal holds it (or holds no plan yet). A viewer never
+        journals; an invalid edit is only said (``plan_watch.refused``)."""
+        self.plan_watch.current(self.clock.monotonic())
+        version = self.plan_watch.candidate
+        if version is None or self.reload_wanted is version:
+            return
+        if self.conducting:
+            self.recorder.record_plan_change(state, now, version)
+            state = self.past.state(now)
+        if state.latest_plan_hash in (None, version.sha256):
+            self.reload_wanted = version
+
     def _snapshot(self, state: CampaignState, now: datetime) -> Snapshot:
         obs = self.observer
         return build_snapshot(self.campaign, state, Observations(
@@ -269,7 +346,8 @@ class Engine:
             new_events=self.past.take_fresh(),
             decided_planned_s=self.recorder.decided_planned_s(state), machine=self.machine,
             machines=self.past.machine_views(), landing=self.landing.timeline(),
-            hours=self.hours.get(state, now), underfed=obs.underfed.looks()), now)
+            hours=self.hours.get(state, now), underfed=obs.underfed.looks(),
+            conductor=self.conductor(), plan_refused=self.plan_watch.refused), now)
 
     def _export_facts(self, state: CampaignState) -> ExportFacts:
         export = state.export  # the newest export written, as folded (cache included)
@@ -402,12 +480,16 @@ class Engine:
             self.clock.sleep(poll)
         return False
 
-    def close(self) -> None:
+    def close(self, *, keep_lease: bool = False) -> None:
+        """Stop watching; the lease is given back last (after the recording and the
+        state cache are written), unless ``keep_lease`` hands it to a new engine."""
         self.alerting.close()
         if self.flight is not None:
             self.flight.close()
         self.observer.close()
-        self.past.close(save=not self.read_only)
+        self.past.close(save=self.conducting)
+        if self.lease is not None and not keep_lease:
+            self.lease.release()
 
 
 def machine_from_env() -> int:

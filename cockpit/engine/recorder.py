@@ -69,15 +69,18 @@ class Recorder:
             self._decided_for = state.plan_hash
         return self._decided_cache
 
-    def record_plan_change(self, state: CampaignState, now: datetime) -> None:
-        """A campaign file edited after the plan was decided: keep each version (D24)."""
-        if state.latest_plan_hash is None or state.latest_plan_hash == self.campaign.sha256:
+    def record_plan_change(self, state: CampaignState, now: datetime,
+                           version: Campaign | None = None) -> None:
+        """A campaign file edited after the plan was decided: keep each version once
+        (D24). ``version``: the file's new version (the engine's own plan when None)."""
+        plan = version or self.campaign
+        if state.latest_plan_hash is None or state.latest_plan_hash == plan.sha256:
             return
         with self.history.journal.transaction() as txn:
             current = self.history.fold_locked(now)
-            if current.latest_plan_hash not in (None, self.campaign.sha256):
-                txn.append("plan_changed", now=now, sha256=self.campaign.sha256,
-                           path=str(self.campaign.path), text_z=pack(self.campaign.text))
+            if current.latest_plan_hash not in (None, plan.sha256):
+                txn.append("plan_changed", now=now, sha256=plan.sha256,
+                           path=str(plan.path), text_z=pack(plan.text))
 
     def record_clock_jump(self, jump: ClockJump, settle_s: float, now: datetime) -> None:
         """Journal a wall-clock step once (from, to); the actions on time hold meanwhile.

@@ -232,6 +232,40 @@ class MachineView:
 
 
 @dataclass(frozen=True)
+class ConductorView:
+    """Who conducts this campaign on this machine (issue 39): this face (``you``),
+    another (its face, pid, host and since when), or nobody (the guards are not
+    running: a person must know; ``since``: when the last conductor gave it back)."""
+
+    you: bool = True
+    conducted: bool = True
+    face: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    since: datetime | None = None
+    problem: str | None = None  # why this face cannot take the lease at all
+
+    def words(self) -> str:
+        """``you conduct`` · ``conducted by headless, pid 4121, since 17:02 UTC`` ·
+        ``NOT CONDUCTED: nobody runs the guards (since 17:40 UTC)``."""
+        at = "" if self.since is None else self.since.strftime("%H:%M UTC")
+        if self.you:
+            return "you conduct" + (f" (since {at})" if at else "")
+        if self.conducted:
+            who = f"{self.face or 'a face'}, pid {self.pid}" if self.pid else "another face"
+            return f"conducted by {who}" + (f" since {at}" if at else "")
+        return ("NOT CONDUCTED: nobody runs the guards, the alerts or the recording"
+                + (f" (since {at})" if at else "")
+                + (f"; {self.problem}" if self.problem else ""))
+
+    def json(self) -> dict[str, Any]:
+        return {"you": self.you, "conducted": self.conducted, "face": self.face,
+                "pid": self.pid, "host": self.host,
+                "since": None if self.since is None else self.since.isoformat(),
+                "words": self.words()}
+
+
+@dataclass(frozen=True)
 class Snapshot:
     taken_at: datetime
     campaign: str
@@ -268,6 +302,8 @@ class Snapshot:
     landing: tuple[str, ...] = ()
     # What this machine's GPU-hours bought so far (issue 27; None: not computed).
     hours: HoursBought | None = None
+    # Who conducts (issue 39): this face, another, or nobody.
+    conductor: ConductorView = ConductorView()
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)
@@ -351,6 +387,7 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
             "point_of_no_return_from": w.landing_words, "lands_by_itself": w.landing_mode,
         },
         "landing": list(snap.landing),
+        "conductor": snap.conductor.json(),
         "forecast": {
             "end": json_time(w.forecast_end), "slack_s": round(w.forecast_slack_s, 1),
             "verdict": w.verdict, "fits": w.forecast_slack_s >= 0, "options": list(w.options),

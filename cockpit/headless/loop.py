@@ -22,6 +22,7 @@ from cockpit.common.printable import printable
 from cockpit.engine import CampaignFiles, JournalError
 from cockpit.engine.snapshot import Snapshot
 from cockpit.headless.prom_http import MetricsEndpoint
+from cockpit.headless.prometheus import VIEWER_FAMILIES
 from cockpit.headless.prometheus import render as prometheus_text
 from cockpit.headless.status_log import (
     RotatingFile,
@@ -100,6 +101,7 @@ def run_headless(args: argparse.Namespace, out: Any = None) -> int:
     from cockpit.fleet.open import open_engine
 
     engine = open_engine(args.file, auto=args.auto, actor="headless",
+                         face="fleet" if fleet else "headless",
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
                          fleet=fleet, pull="background", alerts=getattr(args, "alerts", []))
     if args.status_log and not fleet:  # so that `status --line` finds it untold
@@ -156,6 +158,7 @@ class HeadlessLoop:
         # once, then again every ``--remind`` while it holds; said at once if it recurs.
         self.told: dict[str, float] = {}
         self.warnings = WriteWarnings(sys.stderr)
+        self.role: str | None = None  # who conducts, as last said (said when it changes)
 
     def log_line(self, line: str) -> None:
         """Into the event log, when there is one and it works."""
@@ -199,21 +202,36 @@ class HeadlessLoop:
         return snap
 
     def outputs(self, snap: Snapshot) -> None:
-        """The new events, the status log line and the Prometheus file of one tick."""
+        """The new events, the status log line and the Prometheus file of one tick (the
+        last two only while this face conducts: one writer each, issue 39)."""
         # Events from before this process started are history: print only new ones.
         for ev in (ev for ev in snap.new_events if not ev.earlier):
             self.emit(f"{ev.fields['t']} {ev.text}")
+        self.say_role(snap)
         self.remind(snap)
-        self._write(f"status log {self.status_log.path}",
-                    lambda: self.status_log.write_line(dumps(compact_json(snap))))
+        if snap.conductor.you:  # a viewer: the conductor writes the status log
+            self._write(f"status log {self.status_log.path}",
+                        lambda: self.status_log.write_line(dumps(compact_json(snap))))
         prom, endpoint = self.prom, self.endpoint
         if prom is None and endpoint is None:
             return
-        text = prometheus_text(snap)  # once, for both ways of being scraped
+        # Once, for both ways of being scraped; a viewer's says only who conducts.
+        text = prometheus_text(snap, None if snap.conductor.you else VIEWER_FAMILIES)
         if prom is not None:
             self._write(f"Prometheus file {prom}", lambda: write_atomic(prom, text))
         if endpoint is not None:
             endpoint.publish(text)
+
+    def say_role(self, snap: Snapshot) -> None:
+        """``conducting`` / ``viewer: conducted by …`` / ``NOT CONDUCTED``, when it
+        changes (a takeover is a line in the output)."""
+        view = snap.conductor
+        role = "you" if view.you else f"{view.face}:{view.pid}" if view.conducted else "none"
+        if role != self.role:
+            self.role = role
+            words = ("conducting: the guards, alerts, recording and status log are this "
+                     "face's" if view.you else f"viewer: {view.words()}")
+            self.emit(f"{snap.taken_at.isoformat()} {words}")
 
     def remind(self, snap: Snapshot) -> None:
         """``NEEDS A PERSON: …`` for each need (a decision, a verdict, a blind rule): at
@@ -240,6 +258,13 @@ class HeadlessLoop:
                 self.event_log.reopen()
         if snap is not None:
             self.outputs(snap)
+        if self.engine.reload_wanted is not None:  # the campaign file changed: load it
+            from cockpit.fleet.open import reopen_engine
+
+            version = self.engine.reload_wanted
+            self.engine = reopen_engine(self.engine)
+            self.emit(f"{self.engine.clock.now().isoformat()} campaign file reloaded "
+                      f"(version {version.sha256[:12]})")
         stamp = (snap.taken_at if snap is not None else self.engine.clock.now()).isoformat()
         if self.flags["stop"]:
             self.emit(f"{stamp} headless stopped by signal; runs keep going")

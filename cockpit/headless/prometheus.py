@@ -147,6 +147,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("cockpit_snapshot_timestamp_seconds",
            "When the cockpit took these figures (Unix time); old means no cockpit watches.",
            (), _campaign(lambda s: s.taken_at.timestamp())),
+    Family("cockpit_conducted", "1 while a cockpit conducts this campaign on this machine "
+           "(runs its guards, alerts and recording); 0: NOT CONDUCTED.", (),
+           _campaign(lambda s: 1.0 if s.conductor.conducted else 0.0)),
     Family("cockpit_info", "1, with the package offer as a label.", ("offer",),
            lambda s: [((s.offer,), 1.0)]),
     Family("cockpit_window_end_timestamp_seconds", "When the rental window ends.", (),
@@ -299,13 +302,14 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
-def render(snap: Snapshot) -> str:
-    """The snapshot in the Prometheus text exposition format (version 0.0.4)."""
+def render(snap: Snapshot, families: Iterable[Family] | None = None) -> str:
+    """The snapshot in the Prometheus text exposition format (version 0.0.4); a viewer
+    publishes only :data:`VIEWER_FAMILIES` (whether anybody conducts)."""
     machine = "all" if snap.machine is None else str(snap.machine)
     base = f'campaign="{label_value(snap.campaign)}",machine="{label_value(machine)}"'
     blocks: dict[str, list[str]] = {}
     helps: dict[str, str] = {}
-    for family in FAMILIES:
+    for family in FAMILIES if families is None else families:
         if not family.money:
             blocks.setdefault(family.name, [])
             helps[family.name] = family.help
@@ -326,6 +330,10 @@ def render(snap: Snapshot) -> str:
     for name, lines in blocks.items():
         out += [f"# HELP {name} {helps[name]}", f"# TYPE {name} gauge", *lines]
     return "\n".join(out) + "\n"
+
+
+# What a viewer's endpoint or file says: the conductor publishes the figures.
+VIEWER_FAMILIES = tuple(f for f in FAMILIES if f.name == "cockpit_conducted")
 
 
 def metric_names() -> tuple[str, ...]:

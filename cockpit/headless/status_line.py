@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.common.durations import format_duration
 from cockpit.common.layout import JOURNAL, STATE_DIR, STATUS_LOG, STATUS_LOG_POINTER
+from cockpit.common.lease import ConductorInfo, probe
 
 if TYPE_CHECKING:
     from pathlib import Path  # paths are handled as text here: pathlib costs 10 ms to import
@@ -32,9 +33,12 @@ LINE_MAX_CHARS = 240  # a status bar shows less; never a screenful
 
 
 def line_from_status_log(campaign_file: str | Path, now: float | None = None) -> str | None:
-    """The line from the freshest status log beside ``campaign_file`` (None: no log, or
-    its last line is not a status line: the caller asks the engine)."""
+    """The line from the freshest status log beside ``campaign_file``: the conductor's
+    (issue 39), or ``NOT CONDUCTED`` and since when when no face conducts (None: no log
+    and no conductor ever, or a line that is not a status line: the caller asks the
+    engine)."""
     root = os.path.join(os.path.dirname(os.path.realpath(campaign_file)), STATE_DIR)
+    conducted, info = probe(root, _machine())
     newest: tuple[float, str] | None = None
     for log in status_logs(root):
         try:
@@ -43,23 +47,63 @@ def line_from_status_log(campaign_file: str | Path, now: float | None = None) ->
             continue
         if newest is None or mtime > newest[0]:
             newest = (mtime, log)
-    if newest is None:
-        return None
-    last = read_last_line(newest[1])
-    if last is None:
-        return None
     now = time.time() if now is None else now
+    last = None if newest is None else read_last_line(newest[1])
+    if last is None:
+        if conducted or info is None:
+            return None  # a conductor's first tick is coming; or no face ever opened it
+        return one_line(not_conducted(_since(info, None), now))
+    assert newest is not None
     age = now - newest[0]
     live = -LIVE_STATUS_S <= age <= LIVE_STATUS_S  # a clock step either way: not live
-    if _journal_newer(root, newest[0]):
-        # Written to since the face's line (`cockpit export`, a note from the command
-        # line; a face writes its line after its tick's events): the line is out of date.
+    if not conducted and info is None and _journal_newer(root, newest[0]):
+        # No lease was ever taken here (a cockpit from before the conductor) and the
+        # journal was written since the line: out of date, the engine answers.
         return None
     try:
         compact = json.loads(last)
+        if not conducted and info is not None:
+            return conductorless_line(compact, _since(info, newest[0]), now)
+        # The conductor writes a line each tick: a command's journal write since shows
+        # at its next tick, so its line stands.
         return status_line(compact, now) if live else unwatched_line(compact, age, now)
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
+
+
+def _machine() -> int:
+    raw = os.environ.get("COCKPIT_MACHINE", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) >= 1 else 1
+
+
+def _since(info: ConductorInfo, log_mtime: float | None) -> float | None:
+    """When the campaign stopped being conducted: the last conductor's clean exit, else
+    (a kill) its last status line."""
+    if info.ended is not None:
+        return info.ended
+    return log_mtime
+
+
+def not_conducted(since: float | None, now: float) -> str:
+    """``NOT CONDUCTED since 17:40 UTC (23m)``: nobody runs the guards."""
+    if since is None:
+        return "NOT CONDUCTED: no cockpit runs the guards"
+    when = time.strftime("%H:%M UTC", time.gmtime(since))
+    ago = f" ({format_duration(now - since)})" if now >= since else ""
+    return f"NOT CONDUCTED since {when}{ago}: no cockpit runs the guards"
+
+
+def conductorless_line(compact: dict[str, Any], since: float | None, now: float) -> str:
+    """The last conductor's line, told as such: the window counts down from its end,
+    what was pending is named, and nobody conducts."""
+    end = _epoch(compact["window"]["end"])
+    parts = [f"{_hours_minutes(end - now)} left" if end > now else "window ended"]
+    if compact.get("closed"):
+        parts.insert(0, _closed(compact["closed"], now))
+    parts.append(not_conducted(since, now))
+    if compact.get("decisions_pending"):
+        parts.append("decide " + ",".join(compact["decisions_pending"]))
+    return one_line(" · ".join(parts))
 
 
 def _journal_newer(root: str, than: float) -> bool:
@@ -106,6 +150,9 @@ def status_line(compact: dict[str, Any], now: float | None = None) -> str:
     if compact.get("ckpt_age_s") is not None:
         parts.append(f"ckpt {format_duration(compact['ckpt_age_s'])}")
     parts.append(_rules(compact["rules"]))
+    conductor = compact.get("conductor")
+    if isinstance(conductor, dict) and conductor.get("conducted") is False:
+        parts.append("NOT CONDUCTED")  # the engine's answer: nobody runs the guards
     if compact.get("decisions_pending"):
         parts.append("decide " + ",".join(compact["decisions_pending"]))
     return one_line(" · ".join(parts))

@@ -62,6 +62,7 @@ def compact_json(snap: Snapshot) -> dict[str, Any]:
         "ckpt_age_s": round(min(ckpt_ages)) if ckpt_ages else None,
         "gpus": gpus,
         "warnings": list(snap.warnings),
+        "conductor": snap.conductor.json(),
         # Closed: the verified export is written; what is left is to fetch it in time.
         "closed": None if snap.exported_at is None else {
             "exported_at": json_time(snap.exported_at),

@@ -56,7 +56,8 @@ def face_command(args: argparse.Namespace, file: Path) -> str:
         words += ["--simulate-gpus", str(args.simulate_gpus)]
     if getattr(args, "machine", None) is not None:
         words += ["--machine", str(args.machine)]
-    return shlex.join(words)
+    # Each tab says it is a served tab: "conducted by serve, pid …" on the other faces.
+    return "COCKPIT_FACE=serve " + shlex.join(words)
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -225,9 +225,20 @@ class CockpitApp(App[int]):
                 first = snap.new_events
                 snap = self.engine.tick()  # what the person did may unblock stages
                 snap = replace(snap, new_events=first + snap.new_events)
+            if self.engine.reload_wanted is not None:  # the campaign file changed
+                from cockpit.fleet.open import reopen_engine
+
+                self.engine = reopen_engine(self.engine)
+                self.call_from_thread(self._plan_reloaded, self.engine.campaign)
         recorded, seed = self._read_recorded(snap)
         self.post_message(SnapshotTaken(snap, recorded, seed))
         self._write_status(snap)
+
+    def _plan_reloaded(self, campaign: Any) -> None:
+        """The campaign file's new version is the plan now: the screen follows it."""
+        if self.main is not None:
+            self.main.set_campaign(campaign)
+        self.notify(f"campaign file reloaded (version {campaign.sha256[:12]})", timeout=6)
 
     def _read_recorded(self, snap: Snapshot) -> tuple[Recorded | None, Recorded | None]:
         """The recording of the window so far, when due (on open, then every
@@ -248,8 +259,9 @@ class CockpitApp(App[int]):
         return recorded, seed
 
     def _write_status(self, snap: Snapshot) -> None:
-        """The tick's status line (in the tick worker); a failure is told once."""
-        if self.status_log is None:
+        """The tick's status line (in the tick worker), while this face conducts (one
+        writer: issue 39); a failure is told once."""
+        if self.status_log is None or not snap.conductor.you:
             return
         try:
             self.status_log.write_line(dumps(compact_json(snap)))
@@ -387,7 +399,10 @@ def run_tui(args: argparse.Namespace, *,
     # A read-only face (a colleague's browser tab) watches: it neither acts at its
     # ticks, nor sends alerts, nor writes the status log; its keys that act are gone.
     read_only = bool(getattr(args, "read_only", False))
+    # A served tab says so (COCKPIT_FACE=serve): "conducted by serve, pid …" on the others.
+    face = None if fleet or read_only else os.environ.get("COCKPIT_FACE", "tui")[:20]
     engine = open_engine(args.file, auto=bool(args.auto) and not read_only, actor="tui",
+                         face=face,
                          simulate_gpus=args.simulate_gpus, machine=getattr(args, "machine", None),
                          fleet=fleet, pull="background", read_only=read_only,
                          alerts=None if read_only else getattr(args, "alerts", []))
@@ -401,7 +416,7 @@ def run_tui(args: argparse.Namespace, *,
     try:
         app.run(mouse=not getattr(args, "no_mouse", False))
     finally:
-        engine.close()
+        app.engine.close()  # the engine in use (a reload replaces the first)
         if app.status_log is not None:
             app.status_log.close()
     return app.return_code or 0

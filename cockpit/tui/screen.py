@@ -66,14 +66,19 @@ class CockpitScreen(FlowScreen):
 
     def __init__(self, campaign: Campaign) -> None:
         super().__init__(id="cockpit")
-        self.campaign = campaign
-        cost = campaign.package.cost
-        self.committed = str(cost) if cost is not None else "price unknown (state it)"
+        self.set_campaign(campaign)
         self.last_fired: tuple[str, str] | None = None
         self._available: tuple[object, ...] = ()
         self._redraw_pending = False
         self._size_drawn: Size | None = None
         self._seeded = False  # the GPU history got the recording's last seconds
+
+    def set_campaign(self, campaign: Campaign) -> None:
+        """The plan this screen draws against (a reloaded campaign file replaces it;
+        everything else it draws comes from the Snapshot)."""
+        self.campaign = campaign
+        cost = campaign.package.cost
+        self.committed = str(cost) if cost is not None else "price unknown (state it)"
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:

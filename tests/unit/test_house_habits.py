@@ -1,4 +1,4 @@
-"""The house's habits, read from the source (ast): no module in ``cockpit/`` over 500
+"""The house's habits, read from the source (ast): no module in ``cockpit/`` over 800
 lines and no function over 80 (issue 23). A long function is split where its steps are;
 a long module where its parts are.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "cockpit"
-MAX_MODULE_LINES = 500
+MAX_MODULE_LINES = 800  # issue 40: split by concept, not by size
 MAX_FUNCTION_LINES = 80
 
 KNOWN: set[str] = set()  # every module and function within the limits
@@ -39,7 +39,7 @@ def offenders() -> list[str]:
     return found
 
 
-def test_no_module_over_500_lines_and_no_function_over_80() -> None:
+def test_no_module_over_800_lines_and_no_function_over_80() -> None:
     found = offenders()
     new = sorted(set(found) - KNOWN)
     mended = sorted(KNOWN - set(found))

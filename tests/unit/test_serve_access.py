@@ -90,7 +90,9 @@ def test_each_tab_runs_the_tui_with_every_word_quoted(tmp_path: Path) -> None:
     hostile = tmp_path / "camp; touch PWNED $(id) `x`.yaml"
     words = shlex.split(face_command(_args(read_only=True, simulate_gpus=8, machine=2),
                                      hostile))
-    assert words[:5] == [sys.executable, "-m", "cockpit", "tui", str(hostile)]
+    # A served tab says so to the other faces ("conducted by serve, pid …").
+    assert words[:6] == ["COCKPIT_FACE=serve", sys.executable, "-m", "cockpit", "tui",
+                         str(hostile)]
     assert "--read-only" in words
     assert words[words.index("--simulate-gpus") + 1] == "8"
     assert words[words.index("--machine") + 1] == "2"

@@ -1,0 +1,118 @@
+"""One conductor per campaign and machine (issue 39): what only the conductor does, who
+conducts, and the campaign file watched for edits.
+
+Any number of faces (the screen, headless, browser tabs, ``fleet --headless``) open one
+campaign; the first holds the lease (:mod:`cockpit.common.lease`) and *conducts*: it alone
+does the effects of :data:`CONDUCTOR_EFFECTS`. Every other face is a *viewer*: it folds
+the same journal into the same Snapshot, reads the recording read-only, carries out a
+person's actions through the journal lock like any command, and takes the lease within
+a tick when it comes free. :data:`CONDUCTOR_EFFECTS` is the one table of those effects
+and the code that does each; ``tests/unit/test_conductor_effects.py`` holds every
+writer in the package to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cockpit.campaign.model import Campaign
+from cockpit.common.errors import InputError
+from cockpit.common.lease import probe
+from cockpit.engine.snapshot import ConductorView
+
+# effect -> (what it is, the code that does it: "module:function" where the effect's
+# call stands; every one of them runs only in a conducting engine or face).
+CONDUCTOR_EFFECTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "guards": ("stop rules, blind, stalled, underfed, deadline, landing-near, stop "
+               "escalation: the intents carried out", ("cockpit.engine.facade:_step",)),
+    "auto_start": ("--auto starts the next stage", ("cockpit.engine.facade:_step",)),
+    "landing": ("the landing's steps", ("cockpit.engine.facade:_step",)),
+    "verification": ("automatic verification and acceptance",
+                     ("cockpit.engine.facade:_step",)),
+    "exits": ("a run's end journaled", ("cockpit.engine.facade:_step",)),
+    "plan_change": ("an edited campaign file journaled once",
+                    ("cockpit.engine.facade:_step",)),
+    "clock_jump": ("a wall-clock step journaled", ("cockpit.engine.facade:_step",)),
+    "telemetry_events": ("GPU Xid/ECC/thermal/low disk journaled",
+                         ("cockpit.engine.facade:_step",)),
+    "alerts": ("alerts sent and journaled", ("cockpit.engine.facade:_step",)),
+    "hooks": ("the campaign's hooks run", ("cockpit.engine.facade:_step",)),
+    "flight_recorder": ("the flight recorder's writes",
+                        ("cockpit.engine.facade:_step", "cockpit.engine.facade:_conduct_now")),
+    "state_cache": ("the state cache and the stream caches",
+                    ("cockpit.engine.facade:_step",)),
+    "status_log": ("the status log `status --line` reads",
+                   ("cockpit.headless.loop:outputs", "cockpit.tui.app:_write_status")),
+    "prometheus": ("the Prometheus file and endpoint", ("cockpit.headless.loop:outputs",)),
+}
+
+
+def conductor_view(state_dir: Path, machine: int | None,
+                   problem: str | None = None) -> ConductorView:
+    """Who conducts, asked of the lease (a viewer's or ``status``'s view)."""
+    held, info = probe(str(state_dir), machine)
+    since = None if info is None else _utc(info.ended if not held and info.ended else info.since)
+    if held and info is not None:
+        return ConductorView(you=False, conducted=True, face=info.face, pid=info.pid,
+                             host=info.host, since=since, problem=problem)
+    return ConductorView(you=False, conducted=held, since=since if not held and info
+                         and info.ended else None, problem=problem)
+
+
+def _utc(epoch: float | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, timezone.utc)
+
+
+class PlanWatch:
+    """The campaign file, watched for edits: its stat at most every :data:`POLL_S`
+    seconds, its text read and checked only when the stat moved. ``candidate`` is a
+    valid version other than the engine's (the face reloads it once it may),
+    ``refused`` the located error of an invalid one (the old plan stays in force)."""
+
+    POLL_S = 1.0
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.campaign = campaign
+        self.path = Path(campaign.path)
+        self._stat: tuple[int, int, int] | None = None
+        self._polled: float | None = None
+        self._sha: str | None = campaign.sha256  # what the file held at the last read
+        self.candidate: Campaign | None = None
+        self.refused: str | None = None
+
+    def current(self, mono: float) -> str | None:
+        """The hash of what the file holds now (None: it cannot be read)."""
+        if self._polled is not None and mono - self._polled < self.POLL_S:
+            return self._sha
+        self._polled = mono
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            self._stat, self._sha = None, None
+            return None
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if key != self._stat:
+            self._stat = key
+            self._read()
+        return self._sha
+
+    def _read(self) -> None:
+        from cockpit.campaign import load_campaign_text
+        from cockpit.campaign.yamlread import read_text
+
+        try:
+            text = read_text(self.path)
+        except InputError as exc:
+            self._sha, self.candidate, self.refused = None, None, str(exc)
+            return
+        self._sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        self.candidate, self.refused = None, None
+        if self._sha == self.campaign.sha256:
+            return
+        try:
+            self.candidate = load_campaign_text(text, self.path)
+        except InputError as exc:
+            self.refused = str(exc)
