@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -23,30 +24,50 @@ from cockpit.common.errors import InputError
 from cockpit.common.lease import probe
 from cockpit.engine.snapshot import ConductorView
 
-# effect -> (what it is, the code that does it: "module:function" where the effect's
-# call stands; every one of them runs only in a conducting engine or face).
-CONDUCTOR_EFFECTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "guards": ("stop rules, blind, stalled, underfed, deadline, landing-near, stop "
-               "escalation: the intents carried out", ("cockpit.engine.facade:_step",)),
-    "auto_start": ("--auto starts the next stage", ("cockpit.engine.facade:_step",)),
-    "landing": ("the landing's steps", ("cockpit.engine.facade:_step",)),
-    "verification": ("automatic verification and acceptance",
-                     ("cockpit.engine.facade:_step",)),
-    "exits": ("a run's end journaled", ("cockpit.engine.facade:_step",)),
-    "plan_change": ("an edited campaign file journaled once",
-                    ("cockpit.engine.facade:_step",)),
-    "clock_jump": ("a wall-clock step journaled", ("cockpit.engine.facade:_step",)),
-    "telemetry_events": ("GPU Xid/ECC/thermal/low disk journaled",
-                         ("cockpit.engine.facade:_step",)),
-    "alerts": ("alerts sent and journaled", ("cockpit.engine.facade:_step",)),
-    "hooks": ("the campaign's hooks run", ("cockpit.engine.facade:_step",)),
-    "flight_recorder": ("the flight recorder's writes",
-                        ("cockpit.engine.facade:_step", "cockpit.engine.facade:_conduct_now")),
-    "state_cache": ("the state cache and the stream caches",
-                    ("cockpit.engine.facade:_step",)),
-    "status_log": ("the status log `status --line` reads",
-                   ("cockpit.headless.loop:outputs", "cockpit.tui.app:_write_status")),
-    "prometheus": ("the Prometheus file and endpoint", ("cockpit.headless.loop:outputs",)),
+@dataclass(frozen=True)
+class Effect:
+    """One of the conductor's effects: what it is, the calls that do it (the dotted
+    tail of the called name), and the only functions (``module:function``) that may
+    make those calls. Each of those runs only in a conducting engine or face."""
+
+    what: str
+    calls: tuple[str, ...]
+    sites: tuple[str, ...]
+
+
+_STEP = "cockpit.engine.facade:_step"  # the tick's acting half: only while conducting
+CONDUCTOR_EFFECTS: dict[str, Effect] = {
+    "guards": Effect("stop rules, blind, stalled, underfed, deadline, landing-near, stop "
+                     "escalation: the guards' intents carried out",
+                     ("guards.rule_firings", "guards.blind_rules", "guards.stops_to_escalate",
+                      "guards.deadline_guard", "guards.landing_near", "launcher.carry_out"),
+                     # wait_stopped: a one-shot `stop` driving its own stop to the end
+                     (_STEP, "cockpit.engine.facade:wait_stopped",
+                      "cockpit.engine.landing:_stop")),
+    "auto_start": Effect("--auto starts the next stage", ("guards.auto_starts",), (_STEP,)),
+    "landing": Effect("the landing's steps", ("landing.step",), (_STEP,)),
+    "verification": Effect("automatic verification and acceptance",
+                           ("verification.judge_runs", "verification.auto_verify"), (_STEP,)),
+    "exits": Effect("a run's end journaled", ("exits.record",),
+                    (_STEP, "cockpit.engine.facade:wait_stopped")),
+    "plan_change": Effect("an edited campaign file journaled once",
+                          ("recorder.record_plan_change",),
+                          (_STEP, "cockpit.engine.facade:_watch_plan")),
+    "clock_jump": Effect("a wall-clock step journaled", ("recorder.record_clock_jump",),
+                         (_STEP,)),
+    "alerts": Effect("alerts sent and journaled", ("alerting.run",), (_STEP,)),
+    "hooks": Effect("the campaign's hooks run", ("hooks.run",), (_STEP,)),
+    "flight_recorder": Effect("the flight recorder's writes",
+                              ("flight.record", "FlightRecorder"),
+                              (_STEP, "cockpit.engine.facade:_conduct_now")),
+    "state_cache": Effect("the state cache and the metric streams' caches",
+                          ("past.save_cache", "self.save_streams"),
+                          (_STEP, "cockpit.engine.observer:poll",
+                           "cockpit.engine.observer:close")),
+    "status_log": Effect("the status log `status --line` reads", ("status_log.write_line",),
+                         ("cockpit.headless.loop:outputs", "cockpit.tui.app:_write_status")),
+    "prometheus": Effect("the Prometheus file and endpoint",
+                         ("endpoint.publish",), ("cockpit.headless.loop:outputs",)),
 }
 
 

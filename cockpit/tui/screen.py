@@ -137,6 +137,8 @@ class CockpitScreen(FlowScreen):
     def update_snapshot(self, snap: Snapshot) -> None:
         with self.app.batch_update():
             self.window_panel.render_snapshot(snap)
+            # Who conducts (issue 39), on the window panel's border: every face says it.
+            self.window_panel.border_subtitle = conductor_tag(snap)
             self.budget_panel.render_snapshot(snap, self.committed)
             # Hidden panels (collapsed at this size) are not drawn; they are on resize.
             if self.now_panel.display:
@@ -320,3 +322,13 @@ class CockpitScreen(FlowScreen):
                 f"{w.end:%m-%d %H:%M} by {-w.forecast_slack_s / 3600:.1f} h (D11).\n\n"
                 + "\n".join(f"{i}. {o}" for i, o in enumerate(w.options, 1)))
         self.app.push_screen(InfoScreen("Overrun options", body))
+
+
+def conductor_tag(snap: Snapshot) -> str:
+    """``you conduct`` · ``viewer · conducted by headless 4121`` · ``NOT CONDUCTED``."""
+    view = snap.conductor
+    if view.you:
+        return "you conduct"
+    if view.conducted:
+        return f"viewer · conducted by {view.face or 'another face'} {view.pid or ''}".rstrip()
+    return "NOT CONDUCTED"
