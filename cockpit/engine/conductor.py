@@ -24,6 +24,7 @@ from cockpit.common.errors import InputError
 from cockpit.common.lease import probe
 from cockpit.engine.snapshot import ConductorView
 
+
 @dataclass(frozen=True)
 class Effect:
     """One of the conductor's effects: what it is, the calls that do it (the dotted
