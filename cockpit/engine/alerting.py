@@ -34,6 +34,7 @@ from cockpit.engine.snapshot import EventLine
 from cockpit.engine.timebase import parse_t
 
 RETRY_S = (30.0, 120.0, 600.0, 1800.0)  # waits between tries: five tries in ~42 min
+CLAIM = "claim:"  # the once-only key of a delivery's claim: CLAIM + its key
 RATE_LIMIT = 10  # warnings and infos a target gets one by one per RATE_WINDOW_S
 RATE_WINDOW_S = 3600.0
 PEER_ALERT_S = 300.0  # a peer unreachable this long is worth a phone (not one failed pull)
@@ -49,6 +50,7 @@ class _Job:
     seq: Any
     attempt: int = 1
     due: float = 0.0  # monotonic time of the next try
+    claimed: bool = False  # its delivery is claimed in the journal (issue 39)
 
 
 class AlertSender:
@@ -56,9 +58,11 @@ class AlertSender:
     the caller. ``send`` is replaceable for tests at the edge (the default: apprise)."""
 
     def __init__(self, record: Callable[[_Job, str | None, bool], None],
-                 sender: Callable[..., str | None] = send) -> None:
+                 sender: Callable[..., str | None] = send,
+                 claim: Callable[[_Job], bool] = lambda job: True) -> None:
         self._record = record
         self._send = sender
+        self._claim = claim
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._waiting: list[_Job] = []
         self._thread = threading.Thread(target=self._loop, name="cockpit-alerts", daemon=True)
@@ -91,6 +95,19 @@ class AlertSender:
                 self._try(due)
 
     def _try(self, job: _Job) -> None:
+        if not job.claimed:
+            # Claimed in the journal before the send: whoever conducts next sees that
+            # this delivery was begun, and never begins it a second time.
+            try:
+                taken = self._claim(job)
+            except Exception:  # noqa: BLE001 - a journal that cannot be written: later
+                job.due = time.monotonic() + RETRY_S[0]
+                self._waiting.append(job)
+                return
+            if not taken:  # settled or claimed already (another cockpit, earlier)
+                self.texts.pop(job.key, None)
+                return
+            job.claimed = True
         title_text, body_text = self.texts[job.key]
         why = self._send(job.target, title_text, body_text, job.alert.level)
         final = why is None or job.attempt > len(RETRY_S)
@@ -165,17 +182,37 @@ class AlertDispatcher:
         self._ends: dict[tuple[Any, ...], int] = {}
         self._peers_at: float | None = None  # monotonic time of the last look at the peers
         self._unreached: dict[int, float] = {}  # machine -> monotonic time first seen so
-        self.sender = AlertSender(self._journal, sender) if self.targets else None
+        self.sender = (AlertSender(self._journal, sender, self._claim)
+                       if self.targets else None)
 
-    def _resume_unsettled(self) -> None:
-        """Alerts an earlier cockpit failed to send and had not given up on (its newest
-        journal lines): tried again now, from the attempt after its last."""
+    def _claim(self, job: _Job) -> bool:
+        """Claim a delivery in the journal before its send (the sender thread); False:
+        settled or claimed already, nothing to send."""
+        assert self.sender is not None
+        head, text = self.sender.texts.get(job.key, ("", ""))
+        with self.history.journal.transaction() as txn:
+            if txn.has_key(job.key) or txn.has_key(CLAIM + job.key):
+                return False
+            txn.append("alert_claimed", key=CLAIM + job.key, alert=job.key,
+                       target=job.target.shown, level=job.alert.level,
+                       what=job.alert.what[:200], title=head, body=text, for_seq=job.seq)
+        return True
+
+    def _resume_unsettled(self, now: datetime) -> None:
+        """What an earlier conductor left owed (its newest journal lines): a send it
+        failed and had not given up on, tried again from the attempt after its last; a
+        send it claimed and never settled (it died mid-send), sent once more, said as
+        such (it may have arrived: at most one repeat, never a loss); an alert of a
+        recent event that nobody claimed (it died before, or this face watched as a
+        viewer then), sent now."""
         assert self.sender is not None
         by_label = {t.label: t for t in self.targets}
         last: dict[str, Mapping[str, Any]] = {}
-        for event in self.history.journal.recent():
+        recent = self.history.journal.recent()
+        for event in recent:
             ev: Mapping[str, Any] = event  # as read: any field may hold anything
-            if ev.get("kind") == "alert_failed" and isinstance(ev.get("alert"), str):
+            if ev.get("kind") in ("alert_failed", "alert_claimed") \
+                    and isinstance(ev.get("alert"), str):
                 last[ev["alert"]] = ev
         for key, ev in last.items():  # the newest line of each key
             label = key.rsplit(":", 1)[-1]
@@ -186,17 +223,29 @@ class AlertDispatcher:
             alert = Alert(name, str(ev.get("level")), str(ev.get("what")), "", "",
                           kind=name.split(":", 1)[0])
             attempt = ev.get("attempt")
+            body_text = str(ev.get("body", ""))
+            if ev.get("kind") == "alert_claimed":
+                body_text += (f"\n(sent again: the cockpit that sent it stopped mid-send; "
+                              f"it may have arrived already. Alert id {key})")
             self._queued.add(key)
             self.sender.put(_Job(alert, target, key, ev.get("for_seq"),
-                                 attempt=(attempt if isinstance(attempt, int) else 0) + 1),
-                            str(ev.get("title", "")), str(ev.get("body", "")))
+                                 attempt=(attempt if isinstance(attempt, int) else 0) + 1,
+                                 claimed=True),
+                            str(ev.get("title", "")), body_text)
+        for event in recent:  # recent events whose alert nobody claimed
+            if "machine" in event:
+                continue
+            owed = alert_of(event, self.campaign, self._deciders)
+            if owed is not None and self.history.time.age_s(
+                    event.get("seq"), parse_t(event), now) <= HOOK_MAX_AGE_S:
+                self.notify(owed, now, event.get("seq"))
 
     def run(self, fresh: tuple[EventLine, ...], now: datetime) -> None:
         if self.sender is None:
             return
         if not self._resumed:
             self._resumed = True
-            self._resume_unsettled()
+            self._resume_unsettled(now)
         closing = False
         for line in fresh:
             event = dict(line.fields)
@@ -291,7 +340,8 @@ class AlertDispatcher:
         for target in self.targets:
             key = f"alert:{alert.key}:{target.label}"
             if not target.takes(alert.level) or not self.routed(alert.kind, target.label) \
-                    or key in self._queued or key in self.history.keys:
+                    or key in self._queued or key in self.history.keys \
+                    or CLAIM + key in self.history.keys:
                 continue
             self._queued.add(key)
             if not self.limit.admit(target.label, alert, time.monotonic()):

@@ -222,6 +222,12 @@ _KINDS = (
               ("key", "alert", "target", "level", "attempt", "what", "for_seq"),
               lambda ev: f"alert sent to {ev.get('target')} ({ev.get('level')}): "
                          f"{ev.get('what')}"),
+    # A delivery claimed before its send (issue 39): a conductor that dies mid-send
+    # leaves a claim that the next one finishes once (it may repeat; never lost).
+    _kind("alert_claimed", LOCAL, "engine.alerting (its sender thread)",
+              ("key", "alert", "target", "level", "what", "title", "body", "for_seq"),
+              lambda ev: f"alert to {ev.get('target')} claimed ({ev.get('level')}): "
+                         f"{ev.get('what')}"),
     _kind("alert_failed", LOCAL, "engine.alerting (its sender thread)",
               ("key", "alert", "target", "level", "attempt", "what", "error", "final",
                "title", "body", "for_seq"),

@@ -77,7 +77,7 @@ HANDLERS: Mapping[str, Handler] = {**STAGE_HANDLERS, **RUN_HANDLERS, **RECORD_HA
 FOLDED_AS_NOTHING = frozenset({
     "environment_recorded", "warning", "hook_started", "clock_jump",
     "rule_blind", "resume_verified", "verify_started", "alert_sent", "alert_failed",
-    "landing"})
+    "alert_claimed", "landing"})
 assert set(HANDLERS) | FOLDED_AS_NOTHING == set(EVENT_KINDS), "every kind is folded"
 assert not set(HANDLERS) & FOLDED_AS_NOTHING
 # Kinds whose own events the ownership table never refuses (campaign-wide or local

@@ -228,3 +228,59 @@ def test_a_planted_link_is_never_taken_as_the_lease(tmp_path: Path) -> None:
     assert not lease.take()
     assert lease.problem is not None and "conductor-1.lock" in lease.problem
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_takeover_sends_what_the_dead_conductor_owed_once(tmp_path: Path) -> None:
+    """The conductor fired a rule and died before its alert went out (here: it had no
+    target); the viewer that takes over sends that alert, once; a delivery the dead one
+    had claimed and never settled is sent once more, said as such, then settled."""
+    from cockpit.journal.log import Journal
+    from tests.engine.test_alerts_engine import PHONE, Inbox
+
+    clock, sup = FakeClock(), FakeSupervisor(term_exits=True)
+    path = write_campaign(tmp_path, [TRAIN], rules=[FINITE], start=FIXED_START)
+    conductor = face(path, clock, sup, "headless")
+    inbox, bodies = Inbox(), []
+
+    def send(target: Any, title: str, body: str, level: str) -> None:
+        bodies.append(body)
+        inbox.send(target, title, body, level)
+
+    viewer = face(path, clock, sup, "tui", alerts=[PHONE])
+    assert viewer.alerting.sender is not None
+    viewer.alerting.sender._send = send
+    try:
+        conductor.start("train", now=clock.now())
+        report(path, "r1", clock, 1, float("nan"))
+        clock.advance(1)
+        conductor.tick(clock.now())
+        viewer.tick(clock.now())  # it sees the firing as a viewer: no alert yet
+        assert len(kinds_of(path, "rule_fired")) == 1
+        # A delivery the dead conductor claimed and never settled (killed mid-send).
+        Journal(tmp_path / ".cockpit" / "journal.jsonl").append(
+            "alert_claimed", key="claim:alert:decision:999:phone",
+            alert="alert:decision:999:phone", target="phone (json)", level="warn",
+            what="a decision is needed after pilot", title="cockpit: decide",
+            body="a decision is needed after pilot", for_seq=999)
+        assert not inbox.got
+        conductor.close()
+        clock.advance(1)
+        viewer.tick(clock.now())
+        wait_for(lambda: len(kinds_of(path, "alert_sent")) >= 2, timeout=10,
+                 what="both owed alerts sent")
+        for _ in range(3):
+            clock.advance(1)
+            viewer.tick(clock.now())
+        lines = inbox.lines("phone")
+        assert sorted(lines) == sorted(["rule finite-loss fired on r1: loss is nan (non-finite)",
+                                        "a decision is needed after pilot"]), lines
+        sent = {e["alert"] for e in kinds_of(path, "alert_sent")}
+        assert sent == {"alert:decision:999:phone",
+                        f"alert:rule_fired:{kinds_of(path, 'rule_fired')[0]['seq']}:phone"}
+        resent = next(b for b in bodies if b.startswith("a decision"))
+        assert "sent again" in resent and "alert:decision:999:phone" in resent
+        fired = next(b for b in bodies if b.startswith("rule finite-loss"))
+        assert "sent again" not in fired  # never sent before: no repeat to warn of
+    finally:
+        viewer.close()
+        conductor.close()
