@@ -488,5 +488,6 @@ def lost_hours(hours: HoursBought, most: int = 5) -> list[str]:
                    "stuck")
     if o.unrecorded_s and o.held_s and o.unrecorded_s * 10 >= o.held_s:
         out.append(f"{o.unrecorded_s / o.held_s:.0%} of the held GPU-hours were not recorded "
-                   "(no cockpit running): where they went is unknown")
+                   "(no cockpit conducted then: nothing recorded them): where they went is "
+                   "unknown")
     return out
