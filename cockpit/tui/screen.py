@@ -137,8 +137,9 @@ class CockpitScreen(FlowScreen):
     def update_snapshot(self, snap: Snapshot) -> None:
         with self.app.batch_update():
             self.window_panel.render_snapshot(snap)
-            # Who conducts (issue 39), on the window panel's border: every face says it.
-            self.window_panel.border_subtitle = conductor_tag(snap)
+            # Who conducts (issue 39), on the stages' border: the one border drawn at
+            # every size (60x20 included), so every face says it.
+            self.stages_table.border_subtitle = conductor_tag(snap)
             self.budget_panel.render_snapshot(snap, self.committed)
             # Hidden panels (collapsed at this size) are not drawn; they are on resize.
             if self.now_panel.display:

@@ -37,6 +37,7 @@ def test_running_campaign_at_every_size(snap_compare: Any, tmp_path: Path,
     assert "finite-loss" in text and "wild-lr" in text  # the fired rule, full names
     # The key bar: help and quit at any width, the keys that apply now first.
     assert "? Help" in text and "q Quit" in text and "x Stop" in text
+    assert "you conduct" in text  # who conducts, on the stages' border at every size
 
 
 @pytest.mark.parametrize("size", [(120, 40), (200, 60)], ids=["120x40", "200x60"])
