@@ -17,3 +17,6 @@ STATUS_LOG_POINTER = "status-log.path"
 # ``conductor-fleet``), held by the one face that acts; beside it, who holds it.
 CONDUCTOR_LOCK = "conductor-{}.lock"
 CONDUCTOR_INFO = "conductor-{}.json"
+# Every face opened with --auto holds a shared flock on this file while it lives: the
+# conductor starts stages by itself while anybody holds it (a viewer's --auto counts).
+AUTO_LOCK = "auto-{}.lock"

@@ -24,7 +24,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from cockpit.common.layout import CONDUCTOR_INFO, CONDUCTOR_LOCK, STATE_DIR
+from cockpit.common.layout import AUTO_LOCK, CONDUCTOR_INFO, CONDUCTOR_LOCK, STATE_DIR
 
 INFO_MAX_BYTES = 4096  # who conducts, in a few fields: never read past this
 
@@ -165,5 +165,60 @@ def probe(state_dir: str, machine: int | None) -> tuple[bool, ConductorInfo | No
             return True, read_info(info_path)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return False, read_info(info_path)
+    finally:
+        os.close(fd)
+
+
+class AutoRequest:
+    """A face's ``--auto``, said to whoever conducts: a shared flock on
+    ``auto-<machine>.lock`` held while the face lives (the OS drops it when it dies). The
+    README's layout opens the screen first (it conducts) and ``headless --auto`` second
+    (a viewer): the conductor then starts stages by itself all the same."""
+
+    def __init__(self, state_dir: str, machine: int | None) -> None:
+        self.path = os.path.join(state_dir, AUTO_LOCK.format(machine_name(machine)))
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def take(self) -> bool:
+        """Hold the request (never waits: a conductor probing this instant makes it
+        fail, and the face tries again at its next tick)."""
+        if self._fd is not None:
+            return True
+        try:
+            fd = _open_lock(self.path)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+def auto_requested(state_dir: str, machine: int | None) -> bool:
+    """Whether a live face holds an ``--auto`` request (this process's own included)."""
+    path = os.path.join(state_dir, AUTO_LOCK.format(machine_name(machine)))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
     finally:
         os.close(fd)

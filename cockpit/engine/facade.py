@@ -48,7 +48,7 @@ import cockpit.engine.guards as guards
 from cockpit.alerts.targets import Target
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import ActionRefused, InputError
-from cockpit.common.lease import ConductorLease
+from cockpit.common.lease import AutoRequest, ConductorLease, auto_requested
 from cockpit.engine.alerting import AlertDispatcher
 from cockpit.engine.build import Observations, build_snapshot
 from cockpit.engine.clockwatch import ClockJump
@@ -177,6 +177,9 @@ class Engine:
         # it, else it is a viewer that takes it when it comes free. No lease (an engine
         # made directly, as the engine tests do): this engine conducts alone.
         self.lease = lease
+        # This face's --auto, said to whoever conducts (a lease-less engine acts alone).
+        self.auto_request = (AutoRequest(str(lease.lock_path.rsplit("/", 1)[0]), machine)
+                             if lease is not None and auto and not read_only else None)
         # The flight recorder's one writer is the conductor: opened when this engine
         # begins to conduct (a takeover continues the same file).
         self._records = record and sampled and not read_only
@@ -216,6 +219,8 @@ class Engine:
     def _conduct_now(self) -> bool:
         """Conduct if this engine may: a viewer takes a lease that came free (its holder
         exited or died) and carries on from the journal."""
+        if self.auto_request is not None and not self.auto_request.held:
+            self.auto_request.take()  # said to the conductor (a conductor's probe: next tick)
         if self.read_only and self.lease is None:
             return False
         if self.lease is not None and not self.lease.held:
@@ -233,6 +238,14 @@ class Engine:
         if self.flight is None and self._records:
             self.flight = FlightRecorder(CampaignFiles.of(self.campaign).recorder).open()
         return True
+
+    def auto_now(self) -> bool:
+        """Whether stages start by themselves: this face's --auto, or (conducting) any
+        live face's (a viewer opened with --auto holds an :class:`AutoRequest`)."""
+        if self.auto:
+            return True
+        return self.lease is not None and self.lease.held and auto_requested(
+            self.lease.lock_path.rsplit("/", 1)[0], self.machine)
 
     def conductor(self) -> ConductorView:
         """Who conducts this campaign on this machine, as the faces say it."""
@@ -299,7 +312,7 @@ class Engine:
         state = self.past.state(now)
         act(guards.stops_to_escalate(state, self.observer.stop_ages(state, now),
                                      self.campaign.settings.stop_grace_s), now)
-        if self.auto and not self.holding() and not self.landing.began:
+        if self.auto_now() and not self.holding() and not self.landing.began:
             act(guards.auto_starts(self.campaign, self.past.state(now), self.machine), now)
         if not self.holding():  # a clock that just jumped decides nothing on the window
             state = self.past.state(now)
@@ -342,7 +355,7 @@ class Engine:
             + (self.flight.warnings if self.flight is not None else ()),
             gpu_memory=obs.gpu_memory_by_run(state),
             journal_problems=tuple(self.journal.problems()), events=tuple(self.past.recent),
-            rules_hash=self.launcher.rules_hash, auto=self.auto,
+            rules_hash=self.launcher.rules_hash, auto=self.auto_now(),
             new_events=self.past.take_fresh(),
             decided_planned_s=self.recorder.decided_planned_s(state), machine=self.machine,
             machines=self.past.machine_views(), landing=self.landing.timeline(),
@@ -392,7 +405,7 @@ class Engine:
         if self.landing.landed:
             return ExitVerdict(5, "landed before the window's end: " + (
                 self.landing.timeline() or ("",))[-1])
-        return guards.until_done(self.campaign, state, auto=self.auto,
+        return guards.until_done(self.campaign, state, auto=self.auto_now(),
                                  judging=bool(self.verification.judging))
 
     def check_acceptance(self, run_id: str) -> tuple[bool, list[str]]:
@@ -490,6 +503,8 @@ class Engine:
         self.past.close(save=self.conducting)
         if self.lease is not None and not keep_lease:
             self.lease.release()
+        if self.auto_request is not None:
+            self.auto_request.release()  # a reopened engine takes its own
 
 
 def machine_from_env() -> int:

@@ -108,6 +108,32 @@ def test_the_viewer_takes_over_when_the_conductor_closes_and_carries_auto_on(
         conductor.close()
 
 
+def test_a_viewer_opened_with_auto_makes_the_conductor_start_stages(tmp_path: Path) -> None:
+    """The README's layout: the screen first (it conducts, no --auto), then headless
+    --auto (a viewer): stages start all the same, and stop starting once no face asks."""
+    clock, sup = FakeClock(), FakeSupervisor()
+    third = {"id": "third", "hours": 1, "resource": "cpu", "command": ["third"],
+             "after": ["next"]}
+    path = write_campaign(tmp_path, [PREP, NEXT, third], start=FIXED_START)
+    screen = face(path, clock, sup, "tui")
+    headless = face(path, clock, sup, "headless", auto=True)
+    try:
+        assert screen.conducting and not headless.conducting
+        headless.tick(clock.now())  # a viewer: it starts nothing itself
+        assert sup.launched == []
+        snap = screen.tick(clock.now())
+        assert sup.launched == ["prep"] and snap.auto
+        sup.finish("prep")
+        headless.close()  # nobody asks for --auto any more
+        clock.advance(1)
+        snap = screen.tick(clock.now())
+        assert sup.launched == ["prep"] and not snap.auto
+        assert snap.stage("next") is not None and snap.stage("next").state == "ready"
+    finally:
+        headless.close()
+        screen.close()
+
+
 def test_a_read_only_face_never_takes_the_lease(tmp_path: Path) -> None:
     from cockpit.fleet.open import open_engine
 
