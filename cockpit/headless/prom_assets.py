@@ -185,6 +185,9 @@ ALERTS: tuple[Alert, ...] = (
           f"{WHO}: machine {{{{ $labels.peer }}}} does not answer its pulls"),
     Alert("CockpitLanding", 'cockpit_landing_state{state="landing"} == 1', "0m", "warning",
           f"{WHO}: the point of no return passed: the cockpit is landing the results"),
+    Alert("CockpitNotConducted", "cockpit_conducted == 0", "1m", "critical",
+          f"{WHO}: faces are open but none conducts: nobody runs the stop rules, the "
+          "alerts or the recording"),
     Alert("CockpitNotWatched", f"{since_last_tick()} > 120", "0m", "critical",
           f"{WHO}: no cockpit has ticked for over 2 minutes (for an hour after it ended; "
           "then its series are gone: watch `up` too)"),

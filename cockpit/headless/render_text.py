@@ -119,6 +119,8 @@ def _run_lines(r: RunView) -> list[str]:
 
 def status_text(snap: Snapshot) -> str:
     lines = [f"campaign {snap.campaign} · {snap.offer} × {snap.count}", window_line(snap)]
+    if snap.conductor.conducted:  # nobody: said first among the warnings
+        lines.append(snap.conductor.words())
     if snap.question:
         lines.append(f"question: {snap.question}")
     for option in snap.window.options:

@@ -151,7 +151,8 @@ def test_every_metric_the_dashboard_and_the_rules_name_is_in_the_registry() -> N
     alerts = {a.name for a in ALERTS}
     assert {"CockpitRuleFired", "CockpitRuleBlind", "CockpitRunFailed", "CockpitGpuLost",
             "CockpitCheckpointDoesNotReload", "CockpitNotWatched", "CockpitDiskLow",
-            "CockpitPeerUnreachable", "CockpitDecisionNeeded", "CockpitLanding"} <= alerts
+            "CockpitPeerUnreachable", "CockpitDecisionNeeded", "CockpitLanding",
+            "CockpitNotConducted"} <= alerts
 
 
 def test_the_dashboard_is_a_grafana_model_that_imports_as_is() -> None:
