@@ -27,6 +27,29 @@ def run_cockpit(*args: str, cwd: Path | None = None, env: dict[str, str] | None 
     )
 
 
+POLL_S = 0.05  # how often the poll helpers look again
+
+
+async def pilot_until(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0,
+                      what: str = "condition") -> Any:
+    """The TUI's :func:`wait_for`: let the app process what is pending (``pilot.pause()``),
+    then look; poll every :data:`POLL_S` until ``predicate`` holds with the current screen
+    mounted (a screen just pushed is ``app.screen`` before its widgets are composed), or
+    fail after ``timeout`` seconds naming ``what``. Engine ticks run in thread workers in
+    real time: this is the one place a TUI test lets real time pass."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while True:
+        await pilot.pause()
+        value = predicate()
+        if value and pilot.app.screen.is_mounted:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(POLL_S)
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
     """Poll ``predicate`` until it returns something true (returned), or fail after
     ``timeout`` seconds naming ``what``."""
@@ -35,7 +58,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "c
         value = predicate()
         if value:
             return value
-        time.sleep(0.05)
+        time.sleep(POLL_S)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
