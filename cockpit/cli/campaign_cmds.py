@@ -36,7 +36,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from cockpit.engine.snapshot import snapshot_json
     from cockpit.fleet.open import open_engine
     from cockpit.headless.render_text import status_text
-    from cockpit.headless.status_line import status_line
+    from cockpit.headless.status_line import save_compact, status_line
     from cockpit.headless.status_log import compact_json
 
     machine = None if fleet else machine_of(args)  # `cockpit fleet`: every machine a peer
@@ -46,9 +46,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                              telemetry=bool(args.simulate_gpus), machine=machine, fleet=fleet,
                              pull="once" if fleet else "cache")
         try:
-            print(status_line(compact_json(engine.tick())))
+            compact = compact_json(engine.tick())
         finally:
             engine.close()
+        if not fleet and not compact["conductor"]["conducted"]:
+            # Nobody conducts: the next call answers from this until the journal moves.
+            save_compact(args.file, json.loads(json.dumps(compact, default=str)))
+        print(status_line(compact))
         return EXIT_OK
     engine = open_engine(args.file, read_only=True, simulate_gpus=args.simulate_gpus,
                          machine=machine, fleet=fleet)

@@ -13,6 +13,9 @@ STATUS_LOG = "status.jsonl"  # the default status log, one compact JSON line per
 # Where headless records the status log it writes (one absolute path), so that
 # `status --line` finds a custom `--status-log` without being told.
 STATUS_LOG_POINTER = "status-log.path"
+# The last status line the engine computed for `status --line` while nobody conducted,
+# keyed by the journal's size and mtime: the next call answers from it, not the engine.
+STATUS_LINE_CACHE = "cache/status-line.json"
 # The conductor's lease (issue 39): an flock on this file (per machine: ``conductor-1``,
 # ``conductor-fleet``), held by the one face that acts; beside it, who holds it.
 CONDUCTOR_LOCK = "conductor-{}.lock"

@@ -140,7 +140,8 @@ class Engine:
                  supervisor: Supervisor | None = None, machine: int | None = 1,
                  peers: PeerSource | None = None, actions: Actions | None = None,
                  alerts: Sequence[Target] = (), record: bool = True,
-                 lease: ConductorLease | None = None) -> None:
+                 lease: ConductorLease | None = None,
+                 alert_send: Callable[..., str | None] | None = None) -> None:
         self.campaign = campaign
         # Which machine this cockpit is (D12): it launches, stops and supervises only the
         # stages of this machine. None: `cockpit fleet`, every machine is a peer.
@@ -169,7 +170,9 @@ class Engine:
         self.hooks = HookDispatcher(campaign, past)
         self.landing = Landing(scope, past, self.observer, self.launcher, self.evidence,
                                actor=actor)
-        self.alerting = AlertDispatcher(campaign, past, () if read_only else alerts, machine)
+        # ``alert_send``: how an alert goes out (a test's inbox); None: the real delivery.
+        self.alerting = AlertDispatcher(campaign, past, () if read_only else alerts, machine,
+                                        **({"sender": alert_send} if alert_send else {}))
         self.actions: Actions = actions or LocalActions(self.launcher, self.recorder)
         self.hours = HoursCache(campaign, machine, lambda: self.observer.streams)
         sampled = gpu_sampler is not None or host_sampler is not None

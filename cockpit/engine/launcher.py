@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import signal
-import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -211,14 +210,12 @@ class Launcher:
                            out=f"{launch_base(self.campaign, stage.id, now)}.out")
         if claim["seq"] != seq:  # pragma: no cover - would mean a broken lock
             raise ActionRefused(f"stage {stage.id!r}: the journal moved under its lock")
-        _fault_pause()
         try:
             launched = self.supervisor.launch(self.campaign, stage, now, marker=marker)
         except OSError as exc:
             txn.append("stage_finished", now=now, stage=stage.id, outcome=FAILED,
                        claim=seq, reason=f"failed to launch: {exc}")
             raise ActionRefused(f"cannot start stage {stage.id!r}: {exc}") from None
-        _fault_pause()
         try:
             return [claim, *self._append_started(txn, stage, claim, launched, now)]
         except (JournalError, OSError) as exc:
@@ -342,14 +339,6 @@ class Launcher:
         self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGTERM,
                                      run.marker)
         return event
-
-
-def _fault_pause() -> None:
-    """Fault injection for the kill -9 tests: ``COCKPIT_FAULT_PAUSE=SECONDS`` widens the
-    moments between claim, launch and record so a random kill lands in them too."""
-    pause = os.environ.get("COCKPIT_FAULT_PAUSE")
-    if pause:
-        time.sleep(float(pause))
 
 
 def _relaunched(found: list[Marked], marker: str, campaign: Campaign, stage: Stage) -> Launched:

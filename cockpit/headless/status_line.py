@@ -1,14 +1,14 @@
-"""The one-line status for a tmux status bar, from a face's compact status line.
+"""The one-line status for a tmux status bar, from the conductor's compact status line.
 
-Deliberately light (the standard library, :mod:`cockpit.common.layout` and
-:mod:`cockpit.common.durations` only): `cockpit status --line` answers from the freshest
-status log a face wrote (the default one, which headless and the TUI write each tick,
-or a headless's ``--status-log``, recorded in ``.cockpit/status-log.path``) without
-loading the campaign, YAML, NVML, psutil or the engine. A log no face has written for
-:data:`LIVE_STATUS_S` says so in words, the window still counting down from its end:
-nobody watches the rules then, and unknown is never shown as ok. A campaign no face
-ever opened has no log, and a journal written since the log (an export, a note from
-the command line) makes it out of date: the caller answers with the engine then.
+Deliberately light (the standard library, :mod:`cockpit.common.layout`,
+:mod:`cockpit.common.lease` and :mod:`cockpit.common.durations` only): `cockpit status
+--line` answers from the freshest status log (the default one, which the conductor writes
+each tick, or a headless's ``--status-log``, recorded in ``.cockpit/status-log.path``)
+without loading the campaign, YAML, NVML, psutil or the engine. It asks the lease
+whether a face conducts (issue 39): when none does, the line says ``NOT CONDUCTED`` and
+since when, the window still counting down from its end; a conductor that has not
+written for :data:`LIVE_STATUS_S` is said as such. Unknown is never shown as ok. A
+campaign no face ever opened has no log: the caller answers with the engine then.
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from cockpit.common.durations import format_duration
-from cockpit.common.layout import JOURNAL, STATE_DIR, STATUS_LOG, STATUS_LOG_POINTER
+from cockpit.common.layout import (
+    JOURNAL,
+    STATE_DIR,
+    STATUS_LINE_CACHE,
+    STATUS_LOG,
+    STATUS_LOG_POINTER,
+)
 from cockpit.common.lease import ConductorInfo, probe
 
 if TYPE_CHECKING:
@@ -30,6 +36,7 @@ if TYPE_CHECKING:
 LIVE_STATUS_S = 15.0
 POINTER_MAX_BYTES = 4096  # one absolute path
 LINE_MAX_CHARS = 240  # a status bar shows less; never a screenful
+CACHE_MAX_BYTES = 256 * 1024  # one compact line (a hand-made huge file is not read)
 
 
 def line_from_status_log(campaign_file: str | Path, now: float | None = None) -> str | None:
@@ -49,21 +56,24 @@ def line_from_status_log(campaign_file: str | Path, now: float | None = None) ->
             newest = (mtime, log)
     now = time.time() if now is None else now
     last = None if newest is None else read_last_line(newest[1])
-    if last is None:
-        if conducted or info is None:
-            return None  # a conductor's first tick is coming; or no face ever opened it
-        return one_line(not_conducted(_since(info, None), now))
-    assert newest is not None
+    if not conducted:
+        # Nobody holds the lease. The last conductor's line, unless the journal was
+        # written since (`cockpit export`, a note): then the engine's last answer for
+        # this journal, or None (the engine answers, and keeps its answer here).
+        written = None if newest is None else newest[0]
+        stale = written is None or _journal_newer(root, written)
+        try:
+            compact = cached_compact(root) if stale else json.loads(last or "")
+            return None if compact is None else conductorless_line(
+                compact, _since(info, written), now)
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
+            return None
+    if last is None or newest is None:
+        return None  # the conductor's first tick is coming
     age = now - newest[0]
     live = -LIVE_STATUS_S <= age <= LIVE_STATUS_S  # a clock step either way: not live
-    if not conducted and info is None and _journal_newer(root, newest[0]):
-        # No lease was ever taken here (a cockpit from before the conductor) and the
-        # journal was written since the line: out of date, the engine answers.
-        return None
     try:
         compact = json.loads(last)
-        if not conducted and info is not None:
-            return conductorless_line(compact, _since(info, newest[0]), now)
         # The conductor writes a line each tick: a command's journal write since shows
         # at its next tick, so its line stands.
         return status_line(compact, now) if live else unwatched_line(compact, age, now)
@@ -71,15 +81,67 @@ def line_from_status_log(campaign_file: str | Path, now: float | None = None) ->
         return None
 
 
+def _journal_key(root: str) -> list[int] | None:
+    try:
+        st = os.stat(os.path.join(root, JOURNAL))
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _journal_newer(root: str, than: float) -> bool:
+    try:
+        return os.stat(os.path.join(root, JOURNAL)).st_mtime > than
+    except OSError:
+        return False
+
+
+def cached_compact(root: str) -> dict[str, Any] | None:
+    """The engine's last compact line for the journal as it is now (None: none, or the
+    journal moved since)."""
+    try:
+        fd = os.open(os.path.join(root, STATUS_LINE_CACHE), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            raw = handle.read(CACHE_MAX_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= CACHE_MAX_BYTES else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("journal") != _journal_key(root) \
+            or not isinstance(data.get("compact"), dict):
+        return None
+    compact: dict[str, Any] = data["compact"]
+    return compact
+
+
+def save_compact(campaign_file: str | Path, compact: dict[str, Any]) -> None:
+    """Keep the engine's compact line for the journal as it is (a failure: the next
+    call asks the engine again)."""
+    root = os.path.join(os.path.dirname(os.path.realpath(campaign_file)), STATE_DIR)
+    path = os.path.join(root, STATUS_LINE_CACHE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"journal": _journal_key(root), "compact": compact}, handle,
+                      default=str)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def _machine() -> int:
     raw = os.environ.get("COCKPIT_MACHINE", "").strip()
     return int(raw) if raw.isdigit() and int(raw) >= 1 else 1
 
 
-def _since(info: ConductorInfo, log_mtime: float | None) -> float | None:
+def _since(info: ConductorInfo | None, log_mtime: float | None) -> float | None:
     """When the campaign stopped being conducted: the last conductor's clean exit, else
-    (a kill) its last status line."""
-    if info.ended is not None:
+    (a kill, or a cockpit from before the lease) its last status line."""
+    if info is not None and info.ended is not None:
         return info.ended
     return log_mtime
 
@@ -104,13 +166,6 @@ def conductorless_line(compact: dict[str, Any], since: float | None, now: float)
     if compact.get("decisions_pending"):
         parts.append("decide " + ",".join(compact["decisions_pending"]))
     return one_line(" · ".join(parts))
-
-
-def _journal_newer(root: str, than: float) -> bool:
-    try:
-        return os.stat(os.path.join(root, JOURNAL)).st_mtime > than
-    except OSError:
-        return False
 
 
 def status_logs(root: str) -> list[str]:
@@ -159,14 +214,15 @@ def status_line(compact: dict[str, Any], now: float | None = None) -> str:
 
 
 def unwatched_line(compact: dict[str, Any], age_s: float, now: float) -> str:
-    """No face has written for a while: nobody watches the rules. The window counts
-    down from its end; what was pending when the line was written is named as such."""
+    """The conductor has not written for a while (hung, or a clock step): nobody can
+    say the rules are watched. The window counts down from its end; what was pending
+    when the line was written is named as such."""
     end = _epoch(compact["window"]["end"])
     parts = [f"{_hours_minutes(end - now)} left" if end > now else "window ended"]
     if compact.get("closed"):
         parts.insert(0, _closed(compact["closed"], now))
     since = f" for {format_duration(age_s)}" if age_s >= 0 else " (the clock stepped back)"
-    parts.append(f"NOT WATCHED: no cockpit running{since}")
+    parts.append(f"NOT WATCHED: the conductor has written nothing{since}")
     if compact.get("decisions_pending"):
         parts.append("decide " + ",".join(compact["decisions_pending"]))
     return one_line(" · ".join(parts))

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from cockpit.campaign import load_campaign
+from cockpit.common.lease import ConductorLease
 from cockpit.engine import Engine
 from cockpit.headless.status_line import line_from_status_log, status_line
 from cockpit.headless.status_log import compact_json, dumps
@@ -43,16 +44,30 @@ def idle_campaign(folder: Path) -> Path:
     return write_campaign(folder, [{"id": "idle", "hours": 1, "resource": "human"}])
 
 
+def conducting(folder: Path) -> ConductorLease:
+    """This test process holds the campaign's lease: the log is a conductor's."""
+    lease = ConductorLease(str(folder / ".cockpit"), 1, "headless")
+    assert lease.take()
+    return lease
+
+
 def test_a_live_log_answers_without_importing_the_engine_yaml_or_nvml(tmp_path: Path):
     path = idle_campaign(tmp_path)
     compact = a_compact(path)
     compact["rules"]["fired"] = ["finite-loss@r9"]
     write_log(tmp_path / ".cockpit" / "status.jsonl", compact)
+    lease = conducting(tmp_path)
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "cockpit", "status",
                            str(path), "--line"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     assert proc.stdout.strip() == status_line(compact)
     assert "rules FIRED finite-loss@r9" in proc.stdout
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()}
+    assert not [m for m in imported if m.startswith(HEAVY)], sorted(imported)
+    lease.release()  # nobody conducts now: said, still without the engine
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "cockpit", "status",
+                           str(path), "--line"], capture_output=True, text=True, timeout=60)
+    assert "NOT CONDUCTED since " in proc.stdout and "rules FIRED" not in proc.stdout
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()}
     assert not [m for m in imported if m.startswith(HEAVY)], sorted(imported)
 
@@ -64,7 +79,8 @@ def test_a_log_no_face_writes_any_more_says_nobody_watches(tmp_path: Path):
     compact["window"]["left_s"] = 999 * 3600  # the figure as it stood: not read any more
     write_log(tmp_path / ".cockpit" / "status.jsonl", compact, age_s=3 * 3600)
     line = run_cockpit("status", str(path), "--line").stdout.strip()
-    assert "NOT WATCHED: no cockpit running for 3h" in line
+    # No face holds the lease: nobody conducts, since the last line was written.
+    assert "NOT CONDUCTED since " in line and "(3h)" in line
     assert "rules ok" not in line  # nobody watches the rules: unknown is not ok
     # The window counts down from its end, not from the stale line's figure.
     hours = int(line.split("h", 1)[0])
@@ -74,7 +90,9 @@ def test_a_log_no_face_writes_any_more_says_nobody_watches(tmp_path: Path):
 def test_a_clock_stepped_back_is_not_live(tmp_path: Path):
     path = idle_campaign(tmp_path)
     write_log(tmp_path / ".cockpit" / "status.jsonl", a_compact(path), age_s=-600)
+    lease = conducting(tmp_path)
     line = line_from_status_log(path)
+    lease.release()
     assert line is not None and "NOT WATCHED" in line and "clock stepped back" in line
 
 
@@ -154,8 +172,14 @@ def test_after_a_real_export_the_line_says_closed_even_with_no_face_running(tmp_
     assert "closed" not in before
     exported = run_cockpit("export", str(path))
     assert exported.returncode == 0, exported.stderr
-    # headless's last line predates the export: the journal is newer, the engine answers.
+    # headless's last line predates the export: the journal is newer, the engine answers
+    # once, and the next call answers from what it kept (nobody conducts: said).
     after = run_cockpit("status", str(path), "--line").stdout
     assert after.startswith("closed — fetch by "), after
+    cache = tmp_path / ".cockpit" / "cache" / "status-line.json"
+    assert cache.exists()
+    again = run_cockpit("status", str(path), "--line").stdout
+    assert again.startswith("closed — fetch by ") and "NOT CONDUCTED since " in again
+    assert line_from_status_log(path) is not None  # answered without the engine
     status = json.loads(run_cockpit("status", str(path), "--json").stdout)
     assert status["window"]["retrieval_deadline"][11:16] in after  # the same deadline
