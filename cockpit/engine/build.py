@@ -115,8 +115,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
     if not obs.conductor.conducted:  # first: nobody runs the guards (issue 39)
         warnings.insert(0, obs.conductor.words())
     if obs.plan_refused is not None:
-        warnings.insert(0, f"the campaign file was edited but does not load: "
-                           f"{obs.plan_refused}; the plan in force is unchanged")
+        warnings.insert(0, f"campaign file edit refused: {obs.plan_refused}; the plan in "
+                           "force is unchanged")
     warnings.extend(obs.gpu.warnings)
     warnings.extend(obs.telemetry_warnings)
     return Snapshot(
@@ -136,7 +136,8 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         schedule=planned_schedule(campaign),
         exported_at=parse_t(export) if export and export.get("verified") else None,
         landing=tuple(printable(line) for line in obs.landing), hours=obs.hours,
-        conductor=obs.conductor)
+        conductor=obs.conductor,
+        plan_refused=None if obs.plan_refused is None else printable(obs.plan_refused))
 
 
 def stage_views(campaign: Campaign, state: CampaignState, obs: Observations, fc: Forecast,

@@ -128,7 +128,7 @@ class PlanWatch:
         try:
             text = read_text(self.path)
         except InputError as exc:
-            self._sha, self.candidate, self.refused = None, None, str(exc)
+            self._sha, self.candidate, self.refused = None, None, self._located(exc)
             return
         self._sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
         self.candidate, self.refused = None, None
@@ -137,4 +137,9 @@ class PlanWatch:
         try:
             self.candidate = load_campaign_text(text, self.path)
         except InputError as exc:
-            self.refused = str(exc)
+            self.refused = self._located(exc)
+
+    def _located(self, exc: InputError) -> str:
+        """The error as ``campaign.yaml:12:5: …``: the file's own name, so the location
+        shows on a narrow screen (the full path is in ``cockpit check``'s)."""
+        return str(exc).replace(str(self.path), self.path.name)

@@ -304,6 +304,8 @@ class Snapshot:
     hours: HoursBought | None = None
     # Who conducts (issue 39): this face, another, or nobody.
     conductor: ConductorView = ConductorView()
+    # An edit of the campaign file that does not load, located (the plan stays).
+    plan_refused: str | None = None
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)

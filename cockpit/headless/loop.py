@@ -159,6 +159,7 @@ class HeadlessLoop:
         self.told: dict[str, float] = {}
         self.warnings = WriteWarnings(sys.stderr)
         self.role: str | None = None  # who conducts, as last said (said when it changes)
+        self.refused: str | None = None  # the campaign file's refused edit, as last said
 
     def log_line(self, line: str) -> None:
         """Into the event log, when there is one and it works."""
@@ -208,6 +209,11 @@ class HeadlessLoop:
         for ev in (ev for ev in snap.new_events if not ev.earlier):
             self.emit(f"{ev.fields['t']} {ev.text}")
         self.say_role(snap)
+        if snap.plan_refused != self.refused:  # an edit that does not load: said once
+            self.refused = snap.plan_refused
+            if snap.plan_refused is not None:
+                self.emit(f"{snap.taken_at.isoformat()} campaign file edit refused: "
+                          f"{snap.plan_refused}; the plan in force is unchanged")
         self.remind(snap)
         if snap.conductor.you:  # a viewer: the conductor writes the status log
             self._write(f"status log {self.status_log.path}",
@@ -249,7 +255,13 @@ class HeadlessLoop:
             del self.told[key]  # done: a need that comes back is said at once
 
     def step(self) -> int | None:
-        """One tick and its outputs; the exit code when the loop ends."""
+        """One tick and its outputs; the exit code when the loop ends. A stop asked
+        before the tick ends the loop first: no new tick (no takeover, no start) after
+        a SIGTERM."""
+        if self.flags.get("stop"):
+            self.emit(f"{self.engine.clock.now().isoformat()} headless stopped by signal; "
+                      "runs keep going")
+            return 0
         snap = self.tick()
         if self.flags["reopen"]:
             self.flags["reopen"] = False

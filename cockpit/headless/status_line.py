@@ -117,6 +117,8 @@ def save_compact(campaign_file: str | Path, compact: dict[str, Any]) -> None:
     """Keep the engine's compact line for the journal as it is (a failure: the next
     call asks the engine again)."""
     root = os.path.join(os.path.dirname(os.path.realpath(campaign_file)), STATE_DIR)
+    if not os.path.isdir(root):
+        return  # a campaign no cockpit opened: reading it writes nothing
     path = os.path.join(root, STATUS_LINE_CACHE)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:

@@ -165,7 +165,11 @@ class CockpitApp(App[int]):
             # The terminal went away (ssh drop outside tmux, pane killed): leave cleanly.
             import asyncio
 
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._hangup)
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGHUP, self._hangup)
+            # `kill PID` (a served tab's end, a supervisor): quit as `q` does, so the
+            # engine closes (the recording flushed, the lease given back with its time).
+            loop.add_signal_handler(signal.SIGTERM, self.exit)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
         self._arm(0)
