@@ -609,3 +609,37 @@ def test_nobody_conducting_is_said_by_status_line(tmp_path: Path) -> None:
     assert "NOT CONDUCTED since " in said and "no cockpit runs the guards" in said, said
     info = conductor_info(tmp_path)
     assert info is not None and info["pid"] == small.pid and info["ended"] is not None
+
+
+# ---------------------------------------------------------------------- 6: the README's order
+def test_the_screen_first_and_headless_auto_second_starts_stages(tmp_path: Path) -> None:
+    """The README's tmux layout: the screen opens first (it conducts, without --auto),
+    then `headless --auto` (a viewer). The viewer's --auto is said to the conductor: the
+    ready stage starts, once, by the screen's engine; when headless leaves, nothing more
+    starts by itself."""
+    path = write_campaign(tmp_path, [
+        {"id": "prep", "hours": 1, "resource": "cpu",
+         "command": [sys.executable, "-c", "print('prepared')"]},
+        {"id": "wait", "hours": 1, "resource": "human", "after": ["prep"]},
+        {"id": "last", "hours": 1, "resource": "cpu", "after": ["wait"],
+         "command": [sys.executable, "-c", "print('last')"]}])
+    with Faces(tmp_path, path) as faces:
+        screen = faces.start_screen("small", (80, 24))
+        faces.wait_screen("small", "you conduct")
+        wait_for_ticks(path, 3)
+        assert not of_kind(tmp_path, "stage_started")  # no --auto anywhere yet
+        head = faces.start_headless("--auto")
+        head.wait_said(f"viewer: conducted by tui, pid {screen.pid}")
+        started = wait_for(lambda: of_kind(tmp_path, "stage_started"), timeout=DEADLINE,
+                           what="prep started by the conductor for the --auto viewer")
+        assert [(e["stage"], e.get("auto"), e.get("actor")) for e in started] == [
+            ("prep", True, "tui")]
+        wait_for(lambda: of_kind(tmp_path, "stage_finished"), timeout=DEADLINE,
+                 what="prep to finish")
+        head.proc.send_signal(signal.SIGTERM)
+        assert head.proc.wait(timeout=DEADLINE) == 0
+        assert run_cockpit("mark", str(path), "wait", "done").returncode == 0
+        wait_for_ticks(path, 6)  # the conductor saw `wait` done, with no --auto face left
+        # `last` is ready now, and nobody asks for --auto any more: it waits.
+        assert "last" not in [e["stage"] for e in of_kind(tmp_path, "stage_started")]
+        faces.wait_screen("small", "you conduct")
