@@ -165,6 +165,9 @@ def conductorless_line(compact: dict[str, Any], since: float | None, now: float)
     if compact.get("closed"):
         parts.insert(0, _closed(compact["closed"], now))
     parts.append(not_conducted(since, now))
+    rules = _rules(compact["rules"])
+    if "FIRED" in rules or "warn" in rules or "blind" in rules:
+        parts.append(rules)  # what the last line knew; never "ok" while nobody watches
     if compact.get("decisions_pending"):
         parts.append("decide " + ",".join(compact["decisions_pending"]))
     return one_line(" · ".join(parts))

@@ -72,6 +72,7 @@ class CockpitScreen(FlowScreen):
         self._redraw_pending = False
         self._size_drawn: Size | None = None
         self._seeded = False  # the GPU history got the recording's last seconds
+        self._conductor_tag = ""  # who conducts, as the stages' border says it
 
     def set_campaign(self, campaign: Campaign) -> None:
         """The plan this screen draws against (a reloaded campaign file replaces it;
@@ -139,7 +140,9 @@ class CockpitScreen(FlowScreen):
             self.window_panel.render_snapshot(snap)
             # Who conducts (issue 39), on the stages' border: the one border drawn at
             # every size (60x20 included), so every face says it.
-            self.stages_table.border_subtitle = conductor_tag(snap)
+            tag = conductor_tag(snap)
+            if tag != self._conductor_tag:  # setting it repaints the whole table
+                self._conductor_tag = self.stages_table.border_subtitle = tag
             self.budget_panel.render_snapshot(snap, self.committed)
             # Hidden panels (collapsed at this size) are not drawn; they are on resize.
             if self.now_panel.display:
