@@ -9,12 +9,13 @@ import json
 import os
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 from tests.helpers.alert_server import AlertServer
 from tests.helpers.campaigns import FINITE, step_command, write_campaign
 from tests.helpers.process import wait_for
+from tests.helpers.ticks import wait_for_ticks
 
 SECRET = "tk_5e1d7c"
 
@@ -74,11 +75,21 @@ def test_a_nan_stop_reaches_the_phone_once_and_a_dead_target_is_journaled(
         assert SECRET not in text and "127.0.0.1" not in text  # no URL in the journal
 
         # A restart (the run is over, its events are history): nothing is sent again.
+        # Its first tick resumes what is owed (the broken target's failed send is tried
+        # again: journaled); then a few ticks more, and a TERM: the sender's queue is
+        # drained before the process ends, so whatever it had queued has been sent.
         before = len(phone.requests)
+        owed = len([e for e in failed if e["target"] == "cli-2 (json)"])
         again = headless(path, *urls, until_done=False)
-        time.sleep(3)
-        again.kill()
-        again.communicate(timeout=30)
+        try:
+            wait_for(lambda: len([e for e in events(tmp_path) if e["kind"] == "alert_failed"
+                                  and e["target"] == "cli-2 (json)"]) > owed, timeout=60,
+                     what="the restarted cockpit's retry of the broken target")
+            wait_for_ticks(path, 20)
+        finally:
+            again.terminate()
+            again.communicate(timeout=30)
+        assert again.returncode == 0
         assert len(phone.requests) == before
 
 
@@ -92,22 +103,24 @@ def test_a_dead_target_never_slows_the_tick(tmp_path: Path) -> None:
     from cockpit.engine import Engine
 
     path = write_campaign(tmp_path, [{"id": "idle", "hours": 1, "resource": "human"}])
-    slow: list[float] = []
+    slow: list[bool] = []
+    hanging, release = threading.Event(), threading.Event()
 
     def never_answers(*_args: object) -> str:
-        time.sleep(5)
-        slow.append(time.monotonic())
+        hanging.set()
+        release.wait(60)  # held until the test has ticked (a bound, not a pace)
+        slow.append(True)
         return "no connection"
 
-    engine = Engine(load_campaign(path), alerts=[Target("dead", "json://10.255.255.1/x")])
-    engine.alerting.sender._send = never_answers  # type: ignore[union-attr]
+    engine = Engine(load_campaign(path), alerts=[Target("dead", "json://10.255.255.1/x")],
+                    alert_send=never_answers)
     engine.tick()
     now = datetime.now(timezone.utc)
-    began = time.perf_counter()
     engine.alerting.notify(Alert("k1", "critical", "x", "y", "z"), now)
+    assert hanging.wait(30), "the send never began"
     ticks = [engine.tick() for _ in range(5)]
-    spent = time.perf_counter() - began
-    assert len(ticks) == 5 and spent < 2.0, spent  # five ticks while a send hangs for 5 s
+    assert len(ticks) == 5 and not slow  # five ticks while the send still hangs
+    release.set()
     wait_for(lambda: slow, timeout=20, what="the hanging send to end")
     wait_for(lambda: any(e["kind"] == "alert_failed" for e in events(tmp_path)), timeout=10)
     engine.close()
@@ -144,13 +157,18 @@ def test_an_unsettled_alert_is_sent_by_the_next_cockpit_and_then_never_again(
                  timeout=30, what="the resend")
         second.close()
         third = Engine(load_campaign(path), alerts=[target])
-        third.tick()
-        time.sleep(1.0)
+        third.tick()  # what it owes is queued in this tick: nothing, it is settled
+        # A probe queued after it: once the probe is sent, the sender has been through
+        # everything the tick queued before (one thread, in order).
+        third.alerting.notify(Alert("probe", "critical", "probe", "-", "-"),
+                              datetime.now(timezone.utc))
+        wait_for(lambda: any(e["kind"] == "alert_sent" and "probe" in e["key"]
+                             for e in events(tmp_path)), timeout=30, what="the probe")
         third.close()
-    bodies = [m for m in messages(server)]
+    bodies = [m for m in messages(server) if m.splitlines()[0] != "probe"]
     assert len(bodies) == 2 and bodies[0] == bodies[1]  # the same words, once delivered
     assert bodies[1].splitlines()[:2] == ["rule x fired on r1", "done: stopped r1"]
-    sent = [e for e in events(tmp_path) if e["kind"] == "alert_sent"]
+    sent = [e for e in events(tmp_path) if e["kind"] == "alert_sent" and "probe" not in e["key"]]
     assert len(sent) == 1 and sent[0]["attempt"] == 2
     assert sent[0]["key"] == "alert:rule_fired:7:phone"
     assert SECRET not in (tmp_path / ".cockpit" / "journal.jsonl").read_text()
@@ -178,9 +196,9 @@ def test_a_burst_of_warnings_is_rate_limited_into_a_digest(tmp_path: Path) -> No
             engine.alerting.notify(Alert(f"w{i}", "warn", f"warning {i}", "-", "-"), now)
         engine.alerting.notify(Alert("c", "critical", "a rule stopped r1", "-", "-"), now)
         wait_for(lambda: len(messages(server)) >= 4, timeout=30, what="the first alerts")
-        time.sleep(2.2)  # the window has room again: the next tick sends the digest
-        engine.tick()
-        wait_for(lambda: len(messages(server)) >= 5, timeout=30, what="the digest")
+        # Once the 2 s window has room again, a tick sends the digest: tick until it has.
+        wait_for(lambda: engine.tick() and len(messages(server)) >= 5, timeout=30,
+                 what="the digest")
         engine.close()
     said = [m.splitlines()[0] for m in messages(server)]
     assert sorted(said[:4]) == sorted(["warning 0", "warning 1", "warning 2",

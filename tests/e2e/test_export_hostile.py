@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import bagit
@@ -24,7 +23,7 @@ import pytest
 from cockpit.export import export_campaign
 from cockpit.export.bagit_files import fetch_commands
 from tests.e2e.test_export_sample import NOW, build_sample
-from tests.helpers.process import run_cockpit
+from tests.helpers.process import run_cockpit, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -121,12 +120,10 @@ def test_a_sparse_terabyte_fails_in_seconds_without_unpacking(exported, tmp_path
     write_sha(tar_path)
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
-    began = time.monotonic()
-    done = verify(str(tar_path), "--no-reload", env={"TMPDIR": str(tmpdir)}, timeout=60)
-    took = time.monotonic() - began
+    # Refused from the member's header, nothing unpacked (how fast: bench/, not here).
+    done = verify(str(tar_path), "--no-reload", env={"TMPDIR": str(tmpdir)}, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "huge.bin: a sparse member declaring 1024.0 GiB" in done.stdout
-    assert took < 5, took
     assert not list(tmpdir.iterdir())
 
 
@@ -299,12 +296,12 @@ def test_sigterm_during_a_tar_verify_leaves_no_temporary_folder(exported, tmp_pa
                              "--no-reload", "--rebuild"],
                             env=dict(os.environ, TMPDIR=str(tmpdir)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def started() -> bool:
+        assert proc.poll() is None, proc.communicate()
+        return (out / "started").exists()
+
     try:
-        deadline = time.monotonic() + 90
-        while not (out / "started").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the rebuild never started"
-            time.sleep(0.1)
+        wait_for(started, timeout=90, what="the rebuild to start")
         assert any(p.name.startswith("cockpit-verify-tar-") for p in tmpdir.iterdir())
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=30)

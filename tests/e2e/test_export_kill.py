@@ -36,7 +36,12 @@ def _export_in_child(campaign, out: Path, pause_at: str | None) -> tuple[int, in
             def progress(phase: str) -> None:
                 os.write(write_fd, f"{phase}\n".encode())
                 if phase == pause_at:
-                    time.sleep(30)
+                    # Held here until the parent's kill -9 (the alarm ends a child whose
+                    # parent never sends it).
+                    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # not pytest-timeout's
+                    signal.alarm(120)
+                    while True:
+                        signal.pause()
 
             export_campaign(campaign, None, out_dir=out, now=NOW, verify_reload=False,
                             journal=False, progress=progress)

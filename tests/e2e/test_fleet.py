@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,9 @@ from typing import Any
 import pytest
 
 from tests.helpers.campaigns import recent_start, step_command, write_campaign
+from tests.helpers.process import wait_for
 from tests.helpers.sshd import Keys, skip_reason, started_or_skip
+from tests.helpers.ticks import wait_for_ticks
 
 PY = sys.executable
 
@@ -103,16 +104,6 @@ def journal(file: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def wait_for(what: str, check: Any, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def finished(file: Path, stage: str) -> bool:
     return any(e["kind"] == "stage_finished" and e.get("stage") == stage
                for e in journal(file))
@@ -136,8 +127,14 @@ def test_two_machines_one_campaign(fleet: dict[str, Any]) -> None:
 
     headless(fx, 1)
     headless(fx, 2)
-    wait_for("the pilot on machine 1", lambda: finished(m1, "pilot"))
-    time.sleep(1.0)
+    wait_for(lambda: finished(m1, "pilot"), what="the pilot on machine 1")
+    # Machine 2 has pulled the pilot's end and ticked on it since.
+    pulled = m2.parent / ".cockpit" / "peers" / "1" / "journal.jsonl"
+    wait_for(lambda: pulled.exists() and any(
+        e["kind"] == "stage_finished" and e.get("stage") == "pilot"
+        for e in map(json.loads, pulled.read_text().splitlines())), timeout=60,
+        what="machine 1's pilot end pulled by machine 2")
+    wait_for_ticks(m2, 5)
     # The variant waits for machine 1's decision, on machine 2.
     assert not any(e.get("stage") == "variant" for e in journal(m2))
     # The decision from the laptop: run on machine 1 by its own cockpit over SSH.
@@ -148,8 +145,8 @@ def test_two_machines_one_campaign(fleet: dict[str, Any]) -> None:
     assert any(e["kind"] == "decision" for e in journal(m1))
     assert not (laptop.parent / ".cockpit" / "journal.jsonl").exists()
 
-    wait_for("the variant on machine 2", lambda: finished(m2, "variant"))
-    wait_for("the control on machine 1", lambda: finished(m1, "control"))
+    wait_for(lambda: finished(m2, "variant"), what="the variant on machine 2")
+    wait_for(lambda: finished(m1, "control"), what="the control on machine 1")
     # Each machine launched only its own stages.
     assert {e["stage"] for e in journal(m1) if e["kind"] == "stage_started"} == \
         {"pilot", "control"}
@@ -175,12 +172,10 @@ def test_two_machines_one_campaign(fleet: dict[str, Any]) -> None:
     copy = m1.parent / ".cockpit" / "peers" / "2" / "journal.jsonl"
     held = copy.stat()
     fx["servers"][1].kill()
-    wait_for("machine 2 unreachable on machine 1", lambda: any(
+    wait_for(lambda: any(
         "machine 2" in w and "UNREACHABLE" in w for w in last_status(m1)["warnings"]),
-        timeout=8)
-    before = (m1.parent / ".cockpit" / "status.jsonl").stat().st_size
-    time.sleep(0.8)
-    assert (m1.parent / ".cockpit" / "status.jsonl").stat().st_size > before  # still ticking
+        timeout=60, what="machine 2 unreachable on machine 1")
+    wait_for_ticks(m1, 3)  # still ticking
     noted = cockpit(env, "note", str(m2), "variant", "written while unreachable",
                     "--machine", "2")
     assert noted.returncode == 0, noted.stderr
@@ -188,15 +183,15 @@ def test_two_machines_one_campaign(fleet: dict[str, Any]) -> None:
     # Back: the pull resumes from the byte it held (same copy, appended, not re-read).
     fx["servers"][1].start()
     source = m2.parent / ".cockpit" / "journal.jsonl"
-    wait_for("machine 2's new bytes on machine 1",
-             lambda: copy.stat().st_size == source.stat().st_size > held.st_size, timeout=30)
+    wait_for(lambda: copy.stat().st_size == source.stat().st_size > held.st_size,
+             timeout=60, what="machine 2's new bytes on machine 1")
     after = copy.stat()
     assert after.st_ino == held.st_ino  # appended to, never replaced
     assert copy.read_bytes() == source.read_bytes()
     state = json.loads((copy.parent / "state.json").read_text())
     assert state["offset"] == after.st_size > held.st_size
-    wait_for("machine 2 reachable again", lambda: not any(
-        "UNREACHABLE" in w for w in last_status(m1)["warnings"]), timeout=10)
+    wait_for(lambda: not any("UNREACHABLE" in w for w in last_status(m1)["warnings"]),
+             timeout=60, what="machine 2 reachable again")
 
 
 def test_a_peer_journal_that_changed_is_read_again(fleet: dict[str, Any]) -> None:

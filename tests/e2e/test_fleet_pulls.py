@@ -20,7 +20,9 @@ from typing import Any
 import psutil
 import pytest
 
+from cockpit.fleet.pull import CHUNK_MAX
 from tests.helpers.campaigns import recent_start, step_command, write_campaign
+from tests.helpers.process import wait_for
 from tests.helpers.sshd import Keys, Sshd, skip_reason
 
 PY = sys.executable
@@ -125,20 +127,21 @@ def test_a_16mb_journal_over_a_1mb_per_s_link_is_pulled_to_completion(
         link = fleet.link()
         copy = fleet.copy(1, 2)
         progress: list[int] = []
-        started = time.monotonic()
-        while time.monotonic() - started < 45:
+        for _ in range(15):  # 16 MB at 1 MB/s: two pulls of 10 s at the least
             link.pull_now(timeout=10)
             held = copy.stat().st_size if copy.exists() else 0
             progress.append(held)
             if held == size:
                 break
-        elapsed = time.monotonic() - started
         assert progress and progress[-1] == size, \
-            f"held {progress} of {size} bytes after {elapsed:.0f} s ({link.error})"
+            f"held {progress} of {size} bytes after {len(progress)} pulls ({link.error})"
         assert copy.read_bytes() == source.read_bytes()
         # Every pull that was not the last one moved forward (chunks, resumed).
         assert all(b > a for a, b in zip([0, *progress], progress, strict=False))
-        assert elapsed > 14  # the link really was slow: 16 MB at 1 MB/s
+        # The link really was slow: one 10 s pull could not take it all, and the chunks
+        # were sized to its rate (a fast link's reach the maximum).
+        assert len(progress) >= 2, progress
+        assert link.cache.chunk < CHUNK_MAX, link.cache.chunk
         # Every event of the copy is there (older ones read again from the copy when
         # asked for: memory holds the newest parsed and each line's place).
         events = link.events()
@@ -246,18 +249,16 @@ def test_a_peer_that_never_answers_is_unreachable_and_leaves_nothing_running(
     try:
         fleet.source(2).write_bytes(note_line(1, "never sent"))
         link = fleet.link()
-        for _ in range(4):
-            t0 = time.monotonic()
+        for _ in range(4):  # each pull ends (ours: 3.5 s; how soon: bench/, not here)
             link.pull_now(timeout=3.5)
-            assert time.monotonic() - t0 < 8
             assert link.reachable is False and link.last_ok is None
         view = link.view()
         assert view.reachable is False and view.age_s(time.time()) is None
         assert "no answer within" in (view.error or "")
-        time.sleep(4)  # the peer's own limit (1 s under ours, then SIGKILL 2 s later)
-        left = _stuck(fake)
-        assert not left, f"{len(left)} remote processes still run: " \
-            f"{[p.info['cmdline'] for p in left]}"
+        # The peer's own limit (1 s under ours, then SIGKILL 2 s later) ends them; one
+        # never signalled sleeps for 300 s.
+        wait_for(lambda: not _stuck(fake), timeout=60,
+                 what="the remote processes ended by the peer's own limit")
     finally:
         for proc in _stuck(fake):
             proc.kill()
@@ -341,11 +342,8 @@ def test_a_connection_that_never_answers_leaves_no_proxy_behind(tmp_path: Path) 
         # ssh's own ConnectTimeout or ours, whichever comes first on this machine.
         assert "no connection within" in (link.error or "") or "timed out" in link.error
         # The group is signalled at the timeout; a busy box takes a moment to reap it.
-        # A proxy that was never signalled sleeps for 300 s: it is still there after 5.
-        deadline = time.monotonic() + 5.0
-        while (left := _stuck(marker)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not left, f"{len(left)} ProxyCommands still run"
+        # A proxy that was never signalled sleeps for 300 s.
+        wait_for(lambda: not _stuck(marker), timeout=60, what="the ProxyCommands to end")
     finally:
         for proc in _stuck(marker):
             proc.kill()

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,11 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.e2e.test_fleet import cockpit, finished, headless, journal, last_status, wait_for
+from tests.e2e.test_fleet import cockpit, finished, headless, journal, last_status
 from tests.helpers.campaigns import recent_start, step_command, write_campaign
+from tests.helpers.process import wait_for
 from tests.helpers.sshd import Keys, skip_reason, started_or_skip
+from tests.helpers.ticks import wait_for_ticks
 
 PY = sys.executable
 
@@ -132,19 +133,21 @@ def test_a_forged_peer_journal_never_drives_machine_1(fleet: dict[str, Any]) -> 
     m1, m2 = fx["files"]
     env = fx["env"]
     headless(fx, 1)
-    started = wait_for("the pilot running on machine 1", lambda: next(
-        (e for e in journal(m1) if e["kind"] == "run_started" and e["run"] == "pilot"), None))
+    started = wait_for(lambda: next(
+        (e for e in journal(m1) if e["kind"] == "run_started" and e["run"] == "pilot"), None),
+        what="the pilot running on machine 1")
     pid, attempt = started["pid"], started["attempt"]
-    wait_for("machine 1 pulling machine 2", lambda: (
-        m1.parent / ".cockpit" / "peers" / "2" / "state.json").exists())
+    wait_for(lambda: (m1.parent / ".cockpit" / "peers" / "2" / "state.json").exists(),
+             what="machine 1 pulling machine 2")
     before = journal(m1)
     forged = _forge(m2, attempt)
 
     copy = m1.parent / ".cockpit" / "peers" / "2" / "journal.jsonl"
-    wait_for("the forged lines on machine 1", lambda: copy.exists() and
-             len(copy.read_text().splitlines()) == len(forged))
-    # Past the stop grace (2 s) several times over, many ticks and pulls.
-    time.sleep(6.0)
+    wait_for(lambda: copy.exists() and len(copy.read_text().splitlines()) == len(forged),
+             what="the forged lines on machine 1")
+    # Past the stop grace (2 s) several times over: 20 ticks (>= 6 s at 0.3 s), and the
+    # pulls between them.
+    wait_for_ticks(m1, 20)
 
     # Nothing signalled (the run lives, no SIGTERM), nothing journaled because of them.
     assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -172,7 +175,7 @@ def test_a_forged_peer_journal_never_drives_machine_1(fleet: dict[str, Any]) -> 
     # Released, the pilot ends by itself and machine 1 records it done (never "running,
     # accepted" forever).
     (m1.parent / "release").write_text("")
-    wait_for("the pilot's end on machine 1", lambda: finished(m1, "pilot"))
+    wait_for(lambda: finished(m1, "pilot"), what="the pilot's end on machine 1")
     assert not (m1.parent / "got-sigterm").exists()
     ended = [e for e in journal(m1) if e["seq"] > before[-1]["seq"]]
     assert [e["kind"] for e in ended][:2] == ["run_exited", "stage_finished"]
@@ -188,7 +191,7 @@ def test_budget_export_and_next_include_machine_2(fleet: dict[str, Any],
     # Machine 2's headless cockpit runs its variant; machine 2 accepts it and records a
     # cost, each through its own CLI.
     headless(fx, 2)
-    wait_for("the variant's end on machine 2", lambda: finished(m2, "variant"))
+    wait_for(lambda: finished(m2, "variant"), what="the variant's end on machine 2")
     accepted = cockpit(env, "accept", str(m2), "variant", "--machine", "2", "--note", "good")
     assert accepted.returncode == 0, accepted.stderr
     cost = cockpit(env, "cost", str(m2), "storage", "3.50", "--machine", "2")

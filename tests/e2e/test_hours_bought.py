@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -59,7 +58,9 @@ def test_the_gap_between_two_stages_is_measured_to_the_second(tmp_path: Path) ->
         assert run_cockpit("start", str(path), "a").returncode == 0
         a_end = wait_for(lambda: stage_time(path, "stage_finished", "a"), timeout=90,
                          what="stage a's end")
-        time.sleep(3.5)  # the gap
+        # The gap: b starts once the recording has gone on 3.5 s past a's end.
+        wait_for(lambda: recorded_to(CampaignFiles.beside(path).recorder, a_end + 3.5),
+                 timeout=60, what="3.5 s recorded after a's end (the gap)")
         assert run_cockpit("start", str(path), "b").returncode == 0
         b_end = wait_for(lambda: stage_time(path, "stage_finished", "b"), timeout=90,
                          what="stage b's end")

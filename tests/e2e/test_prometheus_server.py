@@ -17,7 +17,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -106,18 +105,14 @@ def test_three_cockpits_in_a_real_prometheus(tmp_path: Path) -> None:
         wait_for(server.ready, timeout=60, what="Prometheus ready")
         wait_for(lambda: server.targets_up() == 3, timeout=60, what="3 targets up")
 
-        # The rule fires in each campaign; Prometheus has it within two scrape intervals.
+        # The rule fires in each campaign, and Prometheus has it (how soon after, two
+        # scrape intervals at most, is a latency: bench/, not here).
         for name, path in paths.items():
-            fired = wait_for(lambda p=path: journal_kinds(p, "rule_fired"), timeout=120,
-                             what=f"{name}'s finite-loss rule")
-            fired_at = time.time()  # the tick journaled it just now (polled every 50 ms)
+            wait_for(lambda p=path: journal_kinds(p, "rule_fired"), timeout=120,
+                     what=f"{name}'s finite-loss rule")
             expr = (f'cockpit_rule_state{{campaign="{name}",rule="finite-loss",'
                     f'run="r-variant",state="fired"}} == 1')
-            if server.query(expr):
-                continue  # already there: an earlier campaign's wait took this long
-            wait_for(lambda e=expr: server.query(e), timeout=30, what=f"{name} fired")
-            seen = time.time() - fired_at
-            assert seen <= 2 * SCRAPE_S + 1.0, (name, seen, fired)
+            wait_for(lambda e=expr: server.query(e), timeout=60, what=f"{name} fired")
         alerts = wait_for(lambda: server.query(
             'ALERTS{alertname="CockpitRuleFired",alertstate="firing"}'), timeout=30,
             what="the CockpitRuleFired alert")

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tarfile
 import textwrap
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,22 +250,29 @@ def test_tui_main_screen_log_view_and_events_in_tmux(tmp_path: Path, session: st
         text = screen()
         return text if word in text else None
 
+    def changed(was: str) -> str | None:
+        text = screen()
+        return text if text != was else None
+
     try:
         wait_for(lambda: "SIMULATED" in screen(), 30, "first frame")
         assert cli("start", str(path), "train").returncode == 0
         wait_for(lambda: "checkpoint_verified" in journal_kinds(path), 60, "verification")
         wait_for(lambda: screen_with("step/s"), 30, "the run's throughput on screen")
-        time.sleep(1.0)
-        main = screen()
+        main = wait_for(lambda: screen_with("[b]MK[/b]"), 30,
+                        "the metric named [b]MK[/b] on the main screen")
         tmux("send-keys", "-t", session, "l")
         logs = wait_for(lambda: screen_with("evil"), 30, "the run's output in the log view")
-        time.sleep(1.5)  # a few refreshes of the log view
+        shown = logs
+        for _ in range(3):  # a few refreshes of the log view (the run prints on)
+            shown = wait_for(lambda was=shown: changed(was), 30, "a refresh of the log view")
         tmux("send-keys", "-t", session, "Escape")
         wait_for(lambda: "SIMULATED" in screen(), 60, "back on the main screen")
         assert cli("note", str(path), "train", HOSTILE).returncode == 0
         assert cli("stop", str(path), "r1", "--reason", HOSTILE).returncode == 0
         wait_for(lambda: "stop of run r1 requested" in screen(), 30, "the events panel")
-        time.sleep(1.0)
+        # Frames after it: the run's end, drawn once the stop is done.
+        wait_for(lambda: "run r1 stopped" in screen(), 60, "the stop done on screen")
         title = tmux("display-message", "-p", "-t", session, "#{pane_title}")
         buffers = tmux("list-buffers")
     finally:
@@ -371,9 +377,8 @@ def test_fleet_shows_a_peers_hostile_note_escaped(fleet: dict[str, Any]) -> None
                                  "--interval", "0.3"], env=env, stdout=sink,
                                 stderr=subprocess.STDOUT)
     fleet["procs"].append(proc)
-    wait_for(lambda: (laptop.parent / ".cockpit" / "peers" / "2").exists(), 60,
+    wait_for(lambda: (laptop.parent / ".cockpit" / "peers" / "2" / "state.json").exists(), 60,
              "the laptop's first pull of machine 2")
-    time.sleep(1.0)
     direct = subprocess.run([PY, "-m", "cockpit", "note", str(m2), "variant", HOSTILE,
                              "--machine", "2"], env=env, capture_output=True, timeout=60,
                             check=False)
@@ -409,14 +414,16 @@ async def _net(tmp_path: Path) -> None:
     from cockpit.engine import Engine
     from cockpit.tui.app import CockpitApp
     from cockpit.tui.dialogs import InfoScreen
+    from tests.helpers.process import pilot_until
 
     path = write_campaign(tmp_path, [{"id": "prep", "hours": 1, "resource": "human"}])
     app = CockpitApp(Engine(load_campaign(path), actor="tui"), interval=0.5)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.2)
+        await pilot_until(pilot, lambda: app.snapshot is not None, what="the first tick")
         await app.push_screen(InfoScreen("net", Text(f"left{OSC0}{RLO}right|")))
-        await pilot.pause(0.2)
-        body = app.screen.query_one("#info-body", Static)
+        body = await pilot_until(pilot, lambda: isinstance(app.screen, InfoScreen) and (
+            b := app.screen.query_one("#info-body", Static)).outer_size.width and b,
+            what="the dialog's body laid out")
         # render_lines: what the compositor sends, the app's line filters applied.
         strips = body.render_lines(Region(0, 0, body.outer_size.width, body.outer_size.height))
         drawn = "".join(strip.text for strip in strips)
