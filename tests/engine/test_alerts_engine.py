@@ -40,11 +40,8 @@ class Inbox:
 
 def engine_with(tmp_path: Path, stages: list[dict], clock: FakeClock, inbox: Inbox,
                 **kwargs: Any) -> tuple[Engine, Path]:
-    engine, path = make(tmp_path, stages, clock, FakeSupervisor(), alerts=[PHONE, MAIL],
-                        **kwargs)
-    assert engine.alerting.sender is not None
-    engine.alerting.sender._send = inbox.send
-    return engine, path
+    return make(tmp_path, stages, clock, FakeSupervisor(), alerts=[PHONE, MAIL],
+                alert_send=inbox.send, **kwargs)
 
 
 def settle(engine: Engine, inbox: Inbox, count: int) -> None:
@@ -95,9 +92,8 @@ def test_a_run_awaiting_its_verdict_past_the_limit_is_sent(tmp_path: Path) -> No
     clock, sup, inbox = FakeClock(), FakeSupervisor(), Inbox()
     engine, _ = make(tmp_path, [{"id": "train", "hours": 1, "resource": "cpu", "run": "r1",
                                  "command": ["train"]}], clock, sup, alerts=[PHONE],
-                     runs={"r1": {"acceptance": [{"metric": "val/accuracy", "min": 0.9}]}})
-    assert engine.alerting.sender is not None
-    engine.alerting.sender._send = inbox.send
+                     runs={"r1": {"acceptance": [{"metric": "val/accuracy", "min": 0.9}]}},
+                     alert_send=inbox.send)
     engine.verification.judge_runs = lambda now: None  # no cockpit judges it (or one hangs)
     engine.start("train", now=clock.now())
     engine.tick(clock.now())
@@ -115,9 +111,8 @@ def test_a_run_awaiting_its_verdict_past_the_limit_is_sent(tmp_path: Path) -> No
 def test_the_campaign_closed_is_sent_with_the_cost_per_accepted_result(tmp_path: Path) -> None:
     clock, sup, inbox = FakeClock(), FakeSupervisor(), Inbox()
     engine, _ = make(tmp_path, [{"id": "train", "hours": 1, "resource": "cpu", "run": "r1",
-                                 "command": ["train"]}], clock, sup, alerts=[PHONE])
-    assert engine.alerting.sender is not None
-    engine.alerting.sender._send = inbox.send
+                                 "command": ["train"]}], clock, sup, alerts=[PHONE],
+                     alert_send=inbox.send)
     engine.start("train", now=clock.now())
     engine.tick(clock.now())
     sup.finish("train", 0)

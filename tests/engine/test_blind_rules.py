@@ -147,15 +147,18 @@ def test_the_tui_rules_panel_shows_blind(tmp_path: Path) -> None:
     assert run_cockpit("headless", str(path), "--auto", "--until-done", "--interval", "0.1",
                        timeout=120).returncode == 0
 
+    from tests.helpers.process import pilot_until
+
+    def rules_lines(app: CockpitApp) -> list[str]:
+        return str(app.query_one("#rules-panel").render()).splitlines()
+
     async def panel() -> list[str]:
         app = CockpitApp(Engine(load_campaign(path), auto=False), interval=0.1)
         async with app.run_test(size=(120, 40)) as pilot:
-            for _ in range(50):
-                await pilot.pause(0.1)
-                lines = str(app.query_one("#rules-panel").render()).splitlines()
-                if any("blind" in line for line in lines):
-                    return lines
-            return str(app.query_one("#rules-panel").render()).splitlines()
+            lines: list[str] = await pilot_until(
+                pilot, lambda: any("blind" in line for line in rules_lines(app))
+                and rules_lines(app), what="a blind rule in the rules panel")
+            return lines
 
     lines = asyncio.run(panel())
     assert lines[0].startswith("◌ loss-cap"), lines

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from cockpit.campaign import load_campaign
 from cockpit.engine import Engine
 from tests.helpers.campaigns import recent_start
-from tests.helpers.process import SAMPLES, run_cockpit
+from tests.helpers.process import SAMPLES, run_cockpit, wait_for
 
 pytest.importorskip("torch", reason="checkpoint tests train a real tiny PyTorch model")
 
@@ -48,13 +47,10 @@ def journal(folder: Path) -> list[dict]:
 
 
 def run_to_end(engine: Engine, run: str, timeout: float = 90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ended():
         snap = engine.tick()
-        if snap.run(run).state not in ("running", "not_started"):
-            return snap
-        time.sleep(0.1)
-    raise AssertionError(f"run {run} did not end")
+        return snap if snap.run(run).state not in ("running", "not_started") else None
+    return wait_for(ended, timeout, what=f"run {run} to end")
 
 
 @pytest.mark.slow  # real training and a reload check
@@ -65,16 +61,17 @@ def test_age_save_cost_and_first_checkpoint_verified_by_itself(tmp_path: Path):
     ], {"pilot": {"checkpoints": "ckpt/pilot"}})
     engine = Engine(load_campaign(path), auto=True)
     seen_running_view = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def ended_and_verified() -> bool:
+        nonlocal seen_running_view
         snap = engine.tick()
         view = snap.run("pilot").checkpoint
         if snap.run("pilot").state == "running" and view and view.age_s is not None:
             seen_running_view = view
-        if snap.run("pilot").state != "running" and snap.run("pilot").state != "not_started" \
-                and any(e["kind"] == "checkpoint_verified" for e in journal(path.parent)):
-            break
-        time.sleep(0.1)
+        return snap.run("pilot").state not in ("running", "not_started") \
+            and any(e["kind"] == "checkpoint_verified" for e in journal(path.parent))
+
+    wait_for(ended_and_verified, 120, what="the run's end and its checkpoint verified")
     assert seen_running_view is not None, "no checkpoint age shown while running"
     assert seen_running_view.save_cost_s is not None and seen_running_view.save_cost_s >= 0
     assert seen_running_view.path.endswith(".pt") and seen_running_view.size > 0

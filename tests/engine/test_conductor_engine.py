@@ -275,9 +275,7 @@ def test_a_takeover_sends_what_the_dead_conductor_owed_once(tmp_path: Path) -> N
         bodies.append(body)
         inbox.send(target, title, body, level)
 
-    viewer = face(path, clock, sup, "tui", alerts=[PHONE])
-    assert viewer.alerting.sender is not None
-    viewer.alerting.sender._send = send
+    viewer = face(path, clock, sup, "tui", alerts=[PHONE], alert_send=send)
     try:
         conductor.start("train", now=clock.now())
         report(path, "r1", clock, 1, float("nan"))

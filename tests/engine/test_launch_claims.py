@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import time
+import textwrap
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
@@ -30,6 +29,7 @@ from cockpit.engine import ActionRefused, Engine
 from cockpit.journal.log import Journal, JournalError
 from cockpit.runs import supervisor as sup_mod
 from cockpit.runs.supervisor import Launched, find_marked, launch_marker, stage_marker_prefix
+from tests.engine import held_start
 from tests.engine.test_engine_guards import FakeClock, FakeSupervisor, kinds, make
 from tests.helpers.campaigns import FINITE, FIXED_START, step_command, write_campaign
 from tests.helpers.process import run_cockpit, wait_for
@@ -215,60 +215,68 @@ def test_a_claim_whose_process_lives_is_recorded_running_with_the_fake_superviso
 
 
 # ---------------------------------------------------------------- kill -9 during start
-@pytest.mark.slow  # many starts, each killed
-def test_kill_9_at_random_points_of_start_never_two_processes_never_a_lost_one(
-        tmp_path: Path) -> None:
-    rng = random.Random(14)
-    outcomes: dict[str, int] = {}
-    for round_no in range(10):
-        folder = tmp_path / f"round{round_no}"
-        path = write_campaign(folder, [
-            {"id": "train", "hours": 1, "resource": "gpu", "run": "r1", "command": LONG},
-        ])
-        campaign = load_campaign(path)
+# What the next cockpit makes of a start killed at each moment (its claim's owner gone).
+AFTER_KILL = {
+    "claimed": "ready",  # the launch never began: the claim expires, startable again
+    "began": "failed",  # its output opened, no process: a failed launch
+    "launched": "running, recorded from its marker",
+    "recorded": "running",
+}
+
+
+@pytest.mark.slow  # a real start per phase, each killed
+@pytest.mark.parametrize("phase", held_start.PHASES)
+def test_kill_9_at_each_point_of_start_never_two_processes_never_a_lost_one(
+        tmp_path: Path, phase: str) -> None:
+    """A start is held at each moment between claim, launch and record (a child process
+    with an injected supervisor says where it is, then waits), and killed there with
+    kill -9: the next cockpit reconciles the claim in one look, and a start then leaves
+    exactly one process."""
+    path = write_campaign(tmp_path, [
+        {"id": "train", "hours": 1, "resource": "gpu", "run": "r1", "command": LONG},
+    ])
+    campaign = load_campaign(path)
+    held = tmp_path / "held"
+    try:
+        cli = subprocess.Popen(held_start.command(path, "train", phase, held),
+                               cwd=held_start.ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
         try:
-            # The fault-injection pause (0.25 s after the claim, 0.25 s after the launch)
-            # gives the moments between claim, launch and record a fair share of kills.
-            cli = subprocess.Popen([sys.executable, "-m", "cockpit", "start", str(path),
-                                    "train"], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL,
-                                   env=dict(os.environ, COCKPIT_FAULT_PAUSE="0.25"))
-            time.sleep(rng.uniform(0.1, 0.9))  # a random moment, no phase aimed at
-            cli.send_signal(signal.SIGKILL)
-            cli.wait()
-            time.sleep(0.3)  # a fork that had not exec'd yet has by now
-            engine = Engine(load_campaign(path), actor="second")
-            engine.claim_grace_s = 1.0
-            snap = engine.tick()
-            deadline = time.monotonic() + 10
-            while engine.state().stages["train"].claim is not None:
-                assert time.monotonic() < deadline, "the claim was never reconciled"
-                time.sleep(0.2)
-                snap = engine.tick()
-            live = groups(campaign, "train")
-            assert len(live) <= 1, f"round {round_no}: two copies {live}"
-            state = snap.stage("train").state
-            if live:
-                (pgid,) = live
-                assert state == "running" and snap.run("r1").pid == pgid, \
-                    f"round {round_no}: a lost process {pgid} ({state})"
-                outcome = "running"
-                if any(e.get("reconciled") for e in journal(path)):
-                    outcome = "running, recorded from its marker"
-            else:
-                assert state in ("ready", "failed"), f"round {round_no}: {state}"
-                outcome = state
-            outcomes[outcome] = outcomes.get(outcome, 0) + 1
-            # A start now: refused while one lives; exactly one process either way.
-            try:
-                engine.start("train")
-            except ActionRefused:
-                assert live
-            assert len(groups(campaign, "train")) == 1
+            wait_for(lambda: held.exists() or cli.poll() is not None, 60,
+                     f"the start held at {phase!r}")
+            assert cli.poll() is None, cli.communicate()[1].decode(errors="replace")
         finally:
-            kill_groups(groups(campaign, "train"))
-    assert sum(outcomes.values()) == 10
-    print("kill -9 during start:", outcomes)
+            cli.kill()  # kill -9, at the moment it said
+            cli.communicate()
+        assert held.read_text() == phase
+        engine = Engine(load_campaign(path), actor="second")
+
+        def reconciled() -> Any:
+            snap = engine.tick()
+            return snap if engine.state().stages["train"].claim is None else None
+        snap = wait_for(reconciled, 30, "the claim reconciled")
+        live = groups(campaign, "train")
+        assert len(live) <= 1, f"{phase}: two copies {live}"
+        state = snap.stage("train").state
+        if live:
+            (pgid,) = live
+            assert state == "running" and snap.run("r1").pid == pgid, \
+                f"{phase}: a lost process {pgid} ({state})"
+            outcome = "running"
+            if any(e.get("reconciled") for e in journal(path)):
+                outcome = "running, recorded from its marker"
+        else:
+            assert state in ("ready", "failed"), f"{phase}: {state}"
+            outcome = state
+        assert outcome == AFTER_KILL[phase], (phase, outcome, kinds(path))
+        # A start now: refused while one lives; exactly one process either way.
+        try:
+            engine.start("train")
+        except ActionRefused:
+            assert live
+        assert len(groups(campaign, "train")) == 1
+    finally:
+        kill_groups(groups(campaign, "train"))
 
 
 # ---------------------------------------------------------------- the wrapper killed
@@ -296,19 +304,19 @@ def test_a_killed_wrapper_leaves_a_run_whose_nan_still_fires_the_rule_and_stops_
     try:
         wait_for(lambda: _report(path, "r1").exists(), what="the first metric")
         os.kill(wrapper, signal.SIGKILL)
-        for _ in range(5):
-            engine.tick()
-            time.sleep(0.1)
+        wait_for(lambda: not sup_mod.alive(wrapper, None), what="the wrapper's end")
+        # The tick that sees the wrapper gone says so, and the orphan counts as running.
+        wait_for(lambda: engine.tick() and any(
+            e["kind"] == "warning" and "wrapper" in e["message"] for e in journal(path)),
+            what="the warning that the wrapper is gone")
         snap = engine.tick()
         assert snap.stage("train").state == "running", "the orphaned run counts as running"
         assert psutil.pid_exists(trainer)
-        assert any(e["kind"] == "warning" and "wrapper" in e["message"]
-                   for e in journal(path))
-        deadline = time.monotonic() + 30
-        while snap.run("r1").state == "running":
-            assert time.monotonic() < deadline, "the orphan was never stopped"
-            time.sleep(0.1)
+
+        def stopped() -> Any:
             snap = engine.tick()
+            return snap if snap.run("r1").state != "running" else None
+        snap = wait_for(stopped, 30, "the orphan stopped by the rule")
         fired = [e for e in journal(path) if e["kind"] == "rule_fired"]
         assert [e["rule"] for e in fired] == ["finite-loss"] and fired[0]["step"] >= 30
         assert snap.run("r1").state == "stopped" and snap.stage("train").state == "stopped"
@@ -346,13 +354,32 @@ def test_cli_stop_ends_an_orphaned_run_and_start_refuses_while_it_lives(
 
 
 # ---------------------------------------------------------------- proven signals
+# An unrelated process that notes every signal it gets, in the order its handlers run
+# (Python runs pending handlers lowest signal number first), and lives on.
+NOTING = textwrap.dedent("""
+    import pathlib, signal, sys
+    log = pathlib.Path(sys.argv[1])
+    def note(signum, _frame):
+        with log.open("a") as handle:
+            handle.write(signal.Signals(signum).name + "\\n")
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGWINCH):
+        signal.signal(sig, note)
+    pathlib.Path(sys.argv[2]).touch()
+    while True:
+        signal.pause()
+""")
+
+
 def test_stop_refuses_to_signal_a_process_the_journal_cannot_prove_is_ours(
         tmp_path: Path) -> None:
     path = write_campaign(tmp_path, [
         {"id": "train", "hours": 1, "resource": "gpu", "run": "r1", "command": LONG},
     ])
-    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    log, ready = tmp_path / "signals", tmp_path / "noting"
+    sleeper = subprocess.Popen([sys.executable, "-c", NOTING, str(log), str(ready)],
+                               start_new_session=True)
     try:
+        wait_for(ready.exists, what="the unrelated process's handlers")
         journal_file = tmp_path / ".cockpit" / "journal.jsonl"
         journal_file.parent.mkdir(parents=True, exist_ok=True)
         t = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # in the window
@@ -366,8 +393,14 @@ def test_stop_refuses_to_signal_a_process_the_journal_cannot_prove_is_ours(
         result = run_cockpit("stop", str(path), "r1", "--reason", "test")
         assert result.returncode == 1, result.stdout + result.stderr
         assert "not signalling" in result.stderr and "create time" in result.stderr
-        time.sleep(0.3)
-        assert sleeper.poll() is None, "the unrelated process was signalled"
+        # A signal the stop had sent is pending or handled before ours (SIGWINCH, a higher
+        # number) is handled: once ours is noted, anything the stop sent would be too.
+        os.kill(sleeper.pid, signal.SIGWINCH)
+        wait_for(lambda: sleeper.poll() is not None
+                 or "SIGWINCH" in (log.read_text() if log.exists() else ""),
+                 what="the unrelated process to note our probe signal")
+        assert sleeper.poll() is None, "the unrelated process was killed"
+        assert log.read_text().split() == ["SIGWINCH"], "the unrelated process was signalled"
         assert "stop_requested" not in kinds(path)
     finally:
         sleeper.kill()

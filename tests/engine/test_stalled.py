@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from cockpit.runs.rules import Point, check_stalled, rules_hash, step_interval
 from cockpit.tui.panels import rules_text, run_rows
 from cockpit.tui.panels.runs import RUN_COLUMNS
 from tests.engine.test_clock_jumps import SteppingClock
-from tests.engine.test_engine_guards import FakeSupervisor, journal, make, report
+from tests.engine.test_engine_guards import FakeClock, FakeSupervisor, journal, make, report
 from tests.helpers.campaigns import FINITE, write_campaign
 from tests.helpers.process import run_cockpit, wait_for
 
@@ -165,7 +164,6 @@ def _campaign(tmp_path: Path, points: int, every: float, then: float,
 def _tick_until(engine: Engine, what: str, predicate: Any, timeout: float = 40.0) -> Any:
     def once() -> Any:
         snap = engine.tick()
-        time.sleep(0.1)
         return snap if predicate(snap) else None
     return wait_for(once, timeout, what)
 
@@ -237,22 +235,23 @@ def test_a_run_that_keeps_reporting_is_never_stalled(tmp_path) -> None:
 
 def test_no_interval_yet_is_said_and_never_stalled(tmp_path) -> None:
     # Two points, then silence: no median (three stepped points needed), never stalled.
-    path = _campaign(tmp_path, 2, 0.05, 60, {"id": "hung", "kind": "stalled", "factor": 2,
-                                             "floor": "1s"})
-    engine = Engine(load_campaign(path), actor="test")
+    # The silence is the engine's monotonic clock: a fake one passes it at once.
+    clock, sup = FakeClock(), FakeSupervisor()
+    engine, path = make(tmp_path, TRAIN, clock, sup, rules=[
+        {"id": "hung", "kind": "stalled", "factor": 2, "floor": "1s"}])
     engine.start("train")
-    try:
-        snap = _tick_until(engine, "two points", lambda s: s.run("r1").step == 2)
-        deadline = time.monotonic() + 2.5  # past the 1 s floor, with ticks
-        while time.monotonic() < deadline:
-            snap = engine.tick()
-            time.sleep(0.1)
-        assert [e for e in journal(path) if e["kind"] == "rule_fired"] == []
-        (view,) = [r for r in snap.rules if r.rule == "hung"]
-        # a running run with two steps: the rule cannot tell a stall yet, so it waits
-        assert (view.state, view.reason) == ("waiting", NO_INTERVAL)
-        assert f"· r1: {NO_INTERVAL}" in rules_text(snap, None, 100).plain
-    finally:
-        engine.stop("r1", "test over")
-        engine.wait_stopped("r1", 30)
-
+    for step in (1, 2):
+        report(path, "r1", clock, step, 1.0 / step)
+        clock.advance(0.05)
+    snap = engine.tick()
+    assert snap.run("r1").step == 2
+    for _ in range(25):  # 2.5 s past step 2: past the 1 s floor, with ticks
+        clock.advance(0.1)
+        snap = engine.tick()
+    assert snap.run("r1").state == "running"
+    assert [e for e in journal(path) if e["kind"] == "rule_fired"] == []
+    (view,) = [r for r in snap.rules if r.rule == "hung"]
+    # a running run with two steps: the rule cannot tell a stall yet, so it waits
+    assert (view.state, view.reason) == ("waiting", NO_INTERVAL)
+    assert f"· r1: {NO_INTERVAL}" in rules_text(snap, None, 100).plain
+    assert sup.signals == []

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -16,7 +15,7 @@ import pytest
 from cockpit.campaign import load_campaign
 from cockpit.engine import ActionRefused, Engine
 from tests.helpers.campaigns import FINITE, step_command, write_campaign
-from tests.helpers.process import run_cockpit
+from tests.helpers.process import run_cockpit, wait_for
 
 
 def journal(path: Path) -> list[dict]:
@@ -24,14 +23,16 @@ def journal(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
-def tick_until(engine: Engine, predicate, timeout: float = 20.0, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def tick_until(engine: Engine, predicate, timeout: float = 20.0, what: str = "condition"):
+    def once():
         snap = engine.tick()
-        if predicate(snap):
-            return snap
-        time.sleep(interval)
-    raise AssertionError("condition not reached in time")
+        return snap if predicate(snap) else None
+    return wait_for(once, timeout, what)
+
+
+def nan_on_disk(tmp_path: Path) -> bool:
+    report = tmp_path / ".cockpit" / "runs" / "r1" / "report.jsonl"
+    return "NaN" in (report.read_text() if report.exists() else "")
 
 
 def test_nan_metric_stopped_by_finite_loss_within_two_ticks(tmp_path: Path):
@@ -41,12 +42,8 @@ def test_nan_metric_stopped_by_finite_loss_within_two_ticks(tmp_path: Path):
     ], rules=[FINITE])
     engine = Engine(load_campaign(path), actor="test")
     engine.start("train")
-    report = tmp_path / ".cockpit" / "runs" / "r1" / "report.jsonl"
     # Wait (without ticking) until the NaN is on disk, then count ticks to the stop.
-    deadline = time.monotonic() + 20
-    while "NaN" not in (report.read_text() if report.exists() else ""):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(lambda: nan_on_disk(tmp_path), 20, "the NaN in the run's report")
     pid = engine.state().runs["r1"].pid
     engine.tick()
     engine.tick()
@@ -56,7 +53,8 @@ def test_nan_metric_stopped_by_finite_loss_within_two_ticks(tmp_path: Path):
     assert "non-finite" in fired[0]["reason"] and fired[0]["step"] >= 8
     stop = [e for e in events if e["kind"] == "stop_requested"]
     assert stop and stop[0]["rule"] == "finite-loss" and stop[0]["reason"] == fired[0]["reason"]
-    snap = tick_until(engine, lambda s: s.run("r1").state == "stopped", timeout=30)
+    snap = tick_until(engine, lambda s: s.run("r1").state == "stopped", timeout=30,
+                      what="the run stopped")
     assert snap.stage("train").state == "stopped"
     with pytest.raises(psutil.NoSuchProcess):
         psutil.Process(pid).status()
@@ -74,16 +72,15 @@ def test_killed_cockpit_reattaches_and_sees_the_later_exit_code(tmp_path: Path):
     cockpit = subprocess.Popen([sys.executable, "-m", "cockpit", "headless", str(path),
                                 "--auto", "--interval", "0.1"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while not any(e["kind"] == "run_started" for e in _safe_journal(path)):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(lambda: any(e["kind"] == "run_started" for e in _safe_journal(path)), 20,
+             "the run started by the first cockpit")
     cockpit.send_signal(signal.SIGKILL)
     cockpit.wait()
     started = next(e for e in journal(path) if e["kind"] == "run_started")
     assert psutil.pid_exists(started["pid"])  # the run survived its cockpit
     engine = Engine(load_campaign(path), actor="second")
-    snap = tick_until(engine, lambda s: s.stage("long").state == "failed", timeout=20)
+    snap = tick_until(engine, lambda s: s.stage("long").state == "failed", timeout=20,
+                      what="the later exit code recorded")
     assert snap.run("r1").exit_code == 7
     exited = [e for e in journal(path) if e["kind"] == "run_exited"]
     assert len(exited) == 1 and exited[0]["code"] == 7
@@ -201,11 +198,12 @@ def test_gpu_held_by_another_stage_is_refused_unless_forced(tmp_path: Path):
 def test_status_never_signals_or_writes_and_survives_a_torn_journal(tmp_path: Path):
     path = write_campaign(tmp_path, [
         {"id": "train", "hours": 1, "resource": "gpu", "run": "r1",
-         "command": step_command(steps=40, sleep=0.05, nan_at=2)},
+         "command": step_command(steps=400, sleep=0.05, nan_at=2)},
     ], rules=[FINITE])
     Engine(load_campaign(path)).start("train")
     journal_file = tmp_path / ".cockpit" / "journal.jsonl"
-    time.sleep(0.5)
+    # The NaN on disk: a status that acted on rules would fire here (it must not).
+    wait_for(lambda: nan_on_disk(tmp_path), 20, "the NaN in the run's report")
     with open(journal_file, "ab") as handle:
         handle.write(b'{"seq": 99, "kind": "no')  # torn: no newline
     before = journal_file.read_bytes()
@@ -216,7 +214,7 @@ def test_status_never_signals_or_writes_and_survives_a_torn_journal(tmp_path: Pa
     assert journal_file.read_bytes() == before  # status wrote nothing, fired nothing
     assert data["runs"][0]["state"] == "running"
     engine = Engine(load_campaign(path))
-    tick_until(engine, lambda s: s.run("r1").state == "stopped")
+    tick_until(engine, lambda s: s.run("r1").state == "stopped", what="the run stopped")
     # The last event of the run (a deadline warning may land in the same tick: the test
     # campaigns' window is fixed in time).
     kinds = [json.loads(x)["kind"] for x in journal_file.read_text().splitlines()

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from cockpit.runs.checkpoints import discovery
 from cockpit.runs.checkpoints.discovery import (
+    RECHECK_NEWEST,
+    SWEEP_PER_TICK,
     CheckpointScanner,
     format_duration,
     interval_advice,
@@ -225,12 +228,17 @@ def test_many_files_steady_state_does_not_relist(tmp_path, monkeypatch):
     calls = []
     real = os.listdir
     monkeypatch.setattr(os, "listdir", lambda *a: calls.append(a) or real(*a))
-    started = time.perf_counter()
+    measured: list[Path] = []
+    real_measure = discovery.measure
+    monkeypatch.setattr(discovery, "measure",
+                        lambda path, is_dir: measured.append(path) or real_measure(path, is_dir))
     for _ in range(20):
         scanner.scan(time.time())
-    per_tick = (time.perf_counter() - started) / 20
     assert calls == []  # folder unchanged: no listing
-    assert per_tick < 0.005
+    # Nor a stat of every file: a steady tick re-measures only the newest few and a
+    # round-robin slice of the rest, whatever the number of files.
+    per_tick = len(measured) / 20
+    assert 0 < per_tick <= RECHECK_NEWEST + SWEEP_PER_TICK < 1000 / 20
     (tmp_path / "step_5000.pt").write_bytes(b"z")
     view = scanner.scan(time.time() + 5)
     assert len(calls) == 1 and view.complete_count == 1001
