@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from textual.widgets import OptionList  # noqa: E402
 from textual_plotext import PlotextPlot  # noqa: E402
 
 from cockpit.campaign import load_campaign  # noqa: E402
+from cockpit.common.lease import ConductorLease  # noqa: E402
 from cockpit.engine import CampaignFiles, Engine  # noqa: E402
 from cockpit.headless.status_line import line_from_status_log  # noqa: E402
 from cockpit.runs.supervisor import report_path  # noqa: E402
@@ -40,6 +41,7 @@ from tests.helpers.tui_campaign import NOW, running_campaign  # noqa: E402
 from tests.tui.test_tui_keys_issue15 import ended_campaign  # noqa: E402
 from tests.tui.test_tui_pilot import (  # noqa: E402
     SIZE,
+    flow_done,
     journal,
     kill_started,
     kinds,
@@ -60,13 +62,17 @@ async def test_the_tui_writes_the_status_line_tmux_reads(tmp_path: Path) -> None
          "decision_point": True}])
     campaign = load_campaign(path)
     log = CampaignFiles.of(campaign).status_log
-    app = CockpitApp(Engine(campaign, actor="tui"), interval=0.1, status_log=log)
+    # As `cockpit tui` opens it: a face with the campaign's lease (it conducts).
+    lease = ConductorLease(str(campaign.state_dir), 1, "tui")
+    app = CockpitApp(Engine(campaign, actor="tui", lease=lease), interval=0.1,
+                     status_log=log)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: log.exists() and log.read_text().count("\n") >= 3)
         line = line_from_status_log(path)
         assert line is not None and "NOT WATCHED" not in line and "rules" in line
         last = json.loads(log.read_text().splitlines()[-1])
         assert set(last["stages"]) == {"prep", "pilot"}
+        assert last["conductor"]["you"] and last["conductor"]["face"] == "tui"
 
 
 def two_long_runs(folder: Path) -> Path:
@@ -116,7 +122,7 @@ async def test_a_key_pressed_twice_opens_one_dialog(long_runs: Path) -> None:
         await until(pilot, lambda: running(app, "r1") and app.main.key_available("stop_run"))
         await pilot.press("x", "x")
         await until(pilot, lambda: isinstance(app.screen, FormScreen))
-        await pilot.pause(0.3)
+        await pilot.pause()  # what the second x left pending (nothing: one flow)
         assert sum(isinstance(s, FormScreen) for s in app.screen_stack) == 1
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is app.main)
@@ -181,8 +187,8 @@ async def test_the_key_bar_always_shows_help_and_quit_and_the_urgent_key_first(
     async with app.run_test(size=(width, 24)) as pilot:
         await until(pilot, lambda: app.snapshot is not None and app.snapshot.pending_decisions)
         bar = app.main.query_one(KeyBar)
-        await until(pilot, lambda: "decide" in urgent_actions(app.snapshot))
-        await pilot.pause(0.2)
+        # The key bar draws from the main screen's snapshot: the one with the decision.
+        await until(pilot, lambda: "decide" in urgent_actions(app.main.snapshot))
         line = str(bar.render())
         assert len(line) <= width
         assert "? Help" in line and "q Quit" in line, line
@@ -278,11 +284,11 @@ async def test_the_decide_dialog_shows_the_note_field_when_it_is_typed_into(
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, DecideScreen))
         await pilot.press("enter")  # continue: the note is the next thing to type
-        await pilot.pause(0.3)
         note = app.screen.query_one("#decide-note")
+        await until(pilot, lambda: app.screen.focused is note and note.is_on_screen)
         assert app.screen.focused is note and note.is_on_screen
         await type_text(pilot, "pilot fits")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: "pilot fits" in screen_text(app))  # the typed text drawn
         text = screen_text(app)
         assert "note: why (required)" in text and "pilot fits" in text  # typed in view
         assert "[x]" in text or size[1] < 24  # the drop list's legend is literal text
@@ -292,62 +298,93 @@ async def test_the_decide_dialog_shows_the_note_field_when_it_is_typed_into(
         await pilot.press("n")
 
 
-def slow_checks(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    """The real acceptance checks, after ``seconds`` (a reload check of a big model)."""
-    real = flows._acceptance_checks
+class SlowChecks:
+    """The real acceptance checks, held until the test releases them (a reload check
+    of a big model takes seconds, or minutes): ``done`` once they have run."""
 
-    def slow(app: Any, run_id: str) -> str:
-        time.sleep(seconds)
-        return real(app, run_id)
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.release = threading.Event()
+        self.done = threading.Event()
+        real = flows._acceptance_checks
 
-    monkeypatch.setattr(flows, "_acceptance_checks", slow)
+        def slow(app: Any, run_id: str) -> str:
+            try:
+                if not self.release.wait(timeout=120):  # only a hang guard
+                    raise RuntimeError("the test never released the checks")
+                return real(app, run_id)
+            finally:
+                self.done.set()
+
+        monkeypatch.setattr(flows, "_acceptance_checks", slow)
+
+
+def wait_body(app: CockpitApp) -> str:
+    """The wait dialog's text ("" when it is not up)."""
+    if not isinstance(app.screen, WaitScreen):
+        return ""
+    return str(app.screen.query_one("#wait-body").render())
 
 
 @run_async
 async def test_a_slow_check_shows_its_progress_at_once_and_the_budget_follows_the_reject(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slow_checks(monkeypatch, 2.0)
+    checks = SlowChecks(monkeypatch)
     app = ended_campaign(tmp_path)
     app.interval = 0.2
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.snapshot is not None and app.main.key_available("reject"))
-        await pilot.press("r")
-        await until(pilot, lambda: isinstance(app.screen, WaitScreen))
-        ticks = app.ticks
-        await pilot.press("r")  # pressed again while waiting: no second flow
-        await pilot.pause(1.2)
-        body = str(app.screen.query_one("#wait-body").render())
-        assert "acceptance checks" in body and re.search(r"… [1-9] s", body), body
-        assert app.ticks > ticks  # the dashboard ticks behind the wait
-        await until(pilot, lambda: isinstance(app.screen, FormScreen))
-        assert sum(isinstance(s, (WaitScreen, FormScreen)) for s in app.screen_stack) == 1
-        await type_text(pilot, "leak in eval")
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
-        await until(pilot, lambda: any(e["kind"] == "result_rejected"
-                                       for e in journal(app.engine.campaign.path)))
-        # The next frame shows what the journal says: the budget as `cockpit budget` does.
-        budget = run_cockpit("budget", str(app.engine.campaign.path))
-        accepted = re.search(r"accepted results: (\d+)", budget.stdout)
-        assert accepted is not None, budget.stdout
-        await until(pilot, lambda: f"accepted results {accepted.group(1)}" in
-                    (app.main.budget_panel._last or "").replace("[bold]", "").replace(
-                        "[/bold]", ""))
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.snapshot is not None
+                        and app.main.key_available("reject"))
+            await pilot.press("r")
+            await until(pilot, lambda: isinstance(app.screen, WaitScreen))
+            ticks = app.ticks
+            await pilot.press("r")  # pressed again while waiting: no second flow
+            # The check is under way: its seconds count up, the dashboard ticks behind.
+            await until(pilot, lambda: re.search(r"… [1-9] s", wait_body(app))
+                        and app.ticks > ticks)
+            body = wait_body(app)
+            assert "acceptance checks" in body and re.search(r"… [1-9] s", body), body
+            assert app.ticks > ticks  # the dashboard ticks behind the wait
+            checks.release.set()  # the check ends
+            await until(pilot, lambda: isinstance(app.screen, FormScreen))
+            assert sum(isinstance(s, (WaitScreen, FormScreen)) for s in app.screen_stack) == 1
+            await type_text(pilot, "leak in eval")
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")
+            await until(pilot, lambda: any(e["kind"] == "result_rejected"
+                                           for e in journal(app.engine.campaign.path)))
+            # The next frame shows what the journal says: the budget as `cockpit budget`.
+            budget = run_cockpit("budget", str(app.engine.campaign.path))
+            accepted = re.search(r"accepted results: (\d+)", budget.stdout)
+            assert accepted is not None, budget.stdout
+            await until(pilot, lambda: f"accepted results {accepted.group(1)}" in
+                        (app.main.budget_panel._last or "").replace("[bold]", "").replace(
+                            "[/bold]", ""))
+    finally:
+        checks.release.set()
 
 
 @run_async
 async def test_esc_stops_waiting_for_a_check_and_writes_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slow_checks(monkeypatch, 1.5)
+    checks = SlowChecks(monkeypatch)
     app = ended_campaign(tmp_path)
     before = journal(app.engine.campaign.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.snapshot is not None and app.main.key_available("reject"))
-        await pilot.press("r")
-        await until(pilot, lambda: isinstance(app.screen, WaitScreen))
-        await pilot.press("escape")
-        await until(pilot, lambda: app.screen is app.main)
-        await pilot.pause(2.0)  # the check ends in the background: no dialog comes back
-        assert app.screen is app.main
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.snapshot is not None
+                        and app.main.key_available("reject"))
+            await pilot.press("r")
+            await until(pilot, lambda: isinstance(app.screen, WaitScreen))
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is app.main)
+            # The check ends in the background (after the person stopped waiting): the
+            # flow is over, and no dialog comes back.
+            checks.release.set()
+            await until(pilot, lambda: checks.done.is_set() and flow_done(app))
+            await pilot.pause()
+            assert app.screen is app.main
+    finally:
+        checks.release.set()
     assert journal(app.engine.campaign.path) == before

@@ -18,7 +18,7 @@ from cockpit.campaign import load_campaign  # noqa: E402
 from cockpit.engine import Engine  # noqa: E402
 from cockpit.telemetry import GpuSampler  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
-from cockpit.tui.dialogs import ConfirmScreen, FormScreen, PickScreen  # noqa: E402
+from cockpit.tui.dialogs import ConfirmScreen, FormScreen, InfoScreen, PickScreen  # noqa: E402
 from cockpit.tui.keymap import parse_keymap  # noqa: E402
 from cockpit.tui.screens import ChartScreen, LogScreen  # noqa: E402
 from tests.engine.test_engine_guards import FakeSupervisor  # noqa: E402
@@ -133,8 +133,9 @@ def test_keymap_file_moves_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             await pilot.press("G")
             await until(pilot, lambda: isinstance(app.screen, ChartScreen))
             await pilot.press("escape")
+            await until(pilot, lambda: app.screen is app.main)
             await pilot.press("question_mark")
-            await pilot.pause(0.2)
+            await until(pilot, lambda: isinstance(app.screen, InfoScreen))
             body = str(app.screen.query_one("#info-body").render())
             assert "G  Chart" in body.replace("  ", " ").replace(" G ", "G ") or " G " in body
             assert str(keymap) in body

@@ -32,6 +32,7 @@ from cockpit.tui.dialogs import (  # noqa: E402
 )
 from cockpit.tui.screens import TimelineScreen  # noqa: E402
 from tests.helpers.campaigns import FINITE, step_command, write_campaign  # noqa: E402
+from tests.helpers.process import pilot_until  # noqa: E402
 
 SIZE = (120, 40)
 
@@ -90,11 +91,9 @@ def make_app(path: Path) -> tuple[CockpitApp, Engine]:
 async def until(pilot: Any, cond: Callable[[], Any], timeout: float = 30.0) -> None:
     """Wait for ``cond`` with the current screen mounted: a screen just pushed is
     ``app.screen`` before its widgets are composed (a busy box shows the gap)."""
-    for _ in range(int(timeout / 0.05)):
-        if cond() and pilot.app.screen.is_mounted:
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
+    code = getattr(cond, "__code__", None)
+    where = f"{Path(code.co_filename).name}:{code.co_firstlineno}" if code else repr(cond)
+    await pilot_until(pilot, cond, timeout=timeout, what=f"the condition at {where}")
 
 
 async def type_text(pilot: Any, text: str) -> None:
@@ -102,8 +101,23 @@ async def type_text(pilot: Any, text: str) -> None:
 
 
 async def settle(app: CockpitApp, pilot: Any) -> None:
+    """The workers done (an action written), then what they posted handled."""
     await app.workers.wait_for_complete()
-    await pilot.pause(0.05)
+    await pilot.pause()
+
+
+def flow_done(app: CockpitApp) -> bool:
+    """No flow of the main screen is under way (a key's flow ended, or none began)."""
+    assert app.main is not None
+    flow = app.main._flow
+    return flow is None or flow.is_finished
+
+
+def form_error(app: CockpitApp) -> str:
+    """The open form's error line ("" when no form is up or it says nothing)."""
+    if not isinstance(app.screen, FormScreen):
+        return ""
+    return str(app.screen.query_one("#form-error").render()).strip()
 
 
 def running(app: CockpitApp, run_id: str) -> bool:
@@ -167,7 +181,7 @@ async def test_stop_needs_a_reason(campaign: Path) -> None:
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, FormScreen))
         await pilot.press("enter")  # empty reason: stays in the form with an error
-        await pilot.pause(0.1)
+        await until(pilot, lambda: form_error(app))
         assert isinstance(app.screen, FormScreen)
         assert "reason is required" in str(app.screen.query_one("#form-error").render())
         await pilot.press("escape")
@@ -292,7 +306,7 @@ async def test_bad_cost_amount_stays_in_the_form(campaign: Path) -> None:
         await until(pilot, lambda: isinstance(app.screen, FormScreen))
         await type_text(pilot, "x")
         await pilot.press("enter", "a", "b", "enter", "enter")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: form_error(app))
         assert isinstance(app.screen, FormScreen)
         assert "not an amount" in str(app.screen.query_one("#form-error").render())
     assert "cost" not in kinds(campaign)
@@ -346,7 +360,8 @@ async def test_rule_firing_rings_the_bell(campaign: Path) -> None:
         await until(pilot, lambda: "rule_fired" in kinds(campaign), timeout=15)
         await until(pilot, lambda: bells and app.main.last_fired == ("finite-loss", "rd"))
         await settle(app, pilot)
-        await pilot.pause(0.2)
+        # The rules panel drawn from a snapshot with the rule fired.
+        await until(pilot, lambda: "fired (last)" in str(app.query_one("#rules-panel").render()))
         rules = str(app.query_one("#rules-panel").render()).splitlines()
         # Grouped by rule, full names: the rule line, then its fired run with the reason.
         assert rules[0].startswith("✗ finite-loss"), rules
@@ -364,12 +379,12 @@ async def test_quit_with_active_run_asks_and_leaves_it_running(campaign: Path) -
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "keep running" in str(app.screen.query_one("#confirm-body").render())
         await pilot.press("n")
-        await pilot.pause(0.1)
-        assert app.is_running and len(app.screen_stack) == 1
+        await until(pilot, lambda: len(app.screen_stack) == 1)  # the dialog closed
+        assert app.is_running and app.return_code is None
         await pilot.press("q")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: not app.is_running)  # the app's loop ended
     assert app.return_code == 0
     run = engine.state().runs["r1"]
     assert supervisor.alive(run.pid, run.create_time)  # quitting never stops a run
@@ -381,8 +396,8 @@ async def test_quit_without_runs_does_not_ask(campaign: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.snapshot is not None)
         await pilot.press("q")
-        await pilot.pause(0.1)
-        assert not app.is_running
+        await until(pilot, lambda: not app.is_running)  # no dialog: the app's loop ended
+        assert app.return_code == 0 and len(app.screen_stack) == 1
 
 
 @run_async
@@ -393,8 +408,9 @@ async def test_keys_that_do_not_apply_are_greyed(campaign: Path) -> None:
         assert app.main.key_available("stop_run") is False  # nothing runs
         assert app.main.key_available("decide") is False  # nothing pending
         assert app.main.key_available("start_stage") is True
-        await pilot.press("x")  # a greyed key does nothing
-        await pilot.pause(0.1)
+        await pilot.press("x")  # a greyed key does nothing but say why
+        await until(pilot, lambda: any("no run is running" in str(n.message)
+                                       for n in app._notifications))
         assert len(app.screen_stack) == 1
 
 
@@ -409,8 +425,8 @@ async def test_help_timeline_and_theme_keys(campaign: Path) -> None:
         assert "Stop" in body and "(not now)" in body
         await pilot.press("escape")
         await pilot.press("T")
-        await until(pilot, lambda: isinstance(app.screen, TimelineScreen))
-        await pilot.pause(0.3)
+        await until(pilot, lambda: isinstance(app.screen, TimelineScreen)
+                    and "machine plan" in str(app.screen.query_one("#timeline-full").render()))
         full = str(app.screen.query_one("#timeline-full").render())
         assert "machine plan" in full and "train" in full
         await pilot.press("escape")

@@ -13,7 +13,7 @@ from cockpit.common.errors import ActionRefused
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.screen import JOURNAL_ACTIONS
 from tests.helpers.tui_campaign import running_campaign
-from tests.tui.test_tui_pilot import until
+from tests.tui.test_tui_pilot import flow_done, until
 
 READ_ONLY = "this cockpit is read-only"
 
@@ -38,12 +38,16 @@ def press_every_writing_key(tmp_path: Path, read_only: bool) -> tuple[set[str], 
             shown.update(keys_shown(app))
             for key in ("x", "s", "v", "n", "c", "m", "e", "a", "r", "d"):
                 await pilot.press(key)
-                await pilot.pause(0.2)
+                # What the key did is done: its flow put up a dialog, or ended (refused,
+                # or no flow began at all: a read-only face's key does nothing).
+                await until(pilot, lambda: app.screen is not app.main or flow_done(app))
                 if app.screen is not app.main:
                     opened.add(type(app.screen).__name__)
                     while app.screen is not app.main:
+                        dialog = app.screen
                         await pilot.press("escape")
-                        await pilot.pause(0.1)
+                        await until(pilot, lambda d=dialog: app.screen is not d)
+                    await until(pilot, lambda: flow_done(app))  # the next key may begin one
     asyncio.run(go())
     return shown, opened
 

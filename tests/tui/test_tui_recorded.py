@@ -39,8 +39,13 @@ from cockpit.tui.panels.gpus import spark_cells  # noqa: E402
 from cockpit.tui.panels.timeline import _Scale, timeline_text  # noqa: E402
 from cockpit.tui.screens import ChartScreen, TimelineScreen  # noqa: E402
 from tests.helpers.campaigns import write_campaign  # noqa: E402
-from tests.helpers.process import wait_for  # noqa: E402
-from tests.tui.test_tui_snapshots import FixedHost, screen_text  # noqa: E402
+from tests.helpers.process import pilot_until, wait_for  # noqa: E402
+from tests.tui.test_tui_snapshots import (  # noqa: E402
+    FixedHost,
+    screen_settled,
+    screen_text,
+    settled,
+)
 from tests.unit.test_recorder import gpu, host  # noqa: E402
 
 STAGES = [{"id": "train", "hours": 20, "resource": "human"}]
@@ -66,12 +71,8 @@ def app_for(path: Path, simulate: int = 2) -> CockpitApp:
 
 
 async def opened(app: CockpitApp, pilot: object) -> Snapshot:
-    for _ in range(200):
-        if app.snapshot is not None and app.main is not None \
-                and app.main.stages_table.row_count:
-            break
-        await pilot.pause(0.05)  # type: ignore[attr-defined]
-    await pilot.pause(0.3)  # type: ignore[attr-defined]
+    """The first snapshot drawn, with what the recording held, and the screen settled."""
+    await settled(pilot)
     assert app.snapshot is not None
     return app.snapshot
 
@@ -134,12 +135,9 @@ def test_the_full_screen_timeline_fits_with_its_gpu_rows(tmp_path: Path,
         async with app.run_test(size=size) as pilot:
             await opened(app, pilot)
             await pilot.press("T")
-            for _ in range(40):
-                if isinstance(app.screen, TimelineScreen) and "util" in screen_text(app):
-                    break
-                await pilot.pause(0.05)
-            await pilot.pause(0.2)
-            lines = screen_text(app).splitlines()
+            await pilot_until(pilot, lambda: isinstance(app.screen, TimelineScreen)
+                              and "util" in screen_text(app), what="the timeline's GPU rows")
+            lines = (await screen_settled(pilot)).splitlines()
             assert len(lines) <= size[1] and all(len(x) <= size[0] for x in lines)
             rows = [x for x in lines if x.strip().startswith("gpu ")]
             more = [x for x in lines if "+" in x and "GPUs" in x]
@@ -260,17 +258,12 @@ def test_the_chart_puts_a_recorded_gpu_metric_beside_the_loss_over_time(
         async with app.run_test(size=(120, 40)) as pilot:
             await opened(app, pilot)
             await pilot.press("g")
-            for _ in range(40):
-                if isinstance(app.screen, ChartScreen):
-                    break
-                await pilot.pause(0.05)
+            await pilot_until(pilot, lambda: isinstance(app.screen, ChartScreen),
+                              what="the chart")
             chart = app.screen
             assert isinstance(chart, ChartScreen) and chart.metric == "loss"
             await pilot.press("u")
-            for _ in range(100):
-                if chart.overlay:
-                    break
-                await pilot.pause(0.05)
+            await pilot_until(pilot, lambda: chart.overlay, what="the recorded GPU metric drawn")
             assert chart.overlay == ["gpu 0 util", "gpu 1 util"]
             overlay = dict(chart._drawn[4][1])
             busy = overlay["gpu 0 util"]
@@ -284,7 +277,8 @@ def test_the_chart_puts_a_recorded_gpu_metric_beside_the_loss_over_time(
             assert "over time · GPU util % on the right" in title
             for _ in TELEMETRY:  # round to none: over steps again
                 await pilot.press("u")
-            await pilot.pause(0.2)
+            await pilot_until(pilot, lambda: chart.telemetry is None and "over steps" in str(
+                chart.query_one("#chart-title", Label).render()), what="over steps again")
             assert chart.telemetry is None
             assert "over steps" in str(chart.query_one("#chart-title", Label).render())
     asyncio.run(run())

@@ -22,6 +22,7 @@ from cockpit.campaign import load_campaign  # noqa: E402
 from cockpit.engine import Engine  # noqa: E402
 from cockpit.telemetry import DiskInfo, GpuSampler, HostInfo  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
+from tests.helpers.process import pilot_until  # noqa: E402
 
 NOW = datetime(2026, 12, 3, 9, 30, tzinfo=timezone.utc)
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_campaigns" / "illustrative.yaml"
@@ -62,26 +63,43 @@ def screen_text(app: CockpitApp) -> str:
     return "\n".join(lines)
 
 
+async def screen_settled(pilot: Any) -> str:
+    """Wait for the screen to settle, and return its text. Settled: no redraw pending
+    on the main screen, no callback waiting for the screen's refresh, and the same text
+    after three rounds in a row of pending messages handled (``pilot.pause()``): a
+    loaded machine lays the panels out over several frames, and a screenshot mid-way is
+    not the screen."""
+    app = pilot.app
+    texts: list[str] = []
+
+    def same_text_thrice() -> bool:
+        texts.append(screen_text(app))
+        return (not app.main._redraw_pending and not app.screen._callbacks
+                and len(texts) >= 3 and len(set(texts[-3:])) == 1)
+
+    await pilot_until(pilot, same_text_thrice, what="the screen settled")
+    await pilot.wait_for_scheduled_animations()
+    return screen_text(app)
+
+
+async def settled(pilot: Any) -> str:
+    """The main screen has drawn its first snapshot (the stages are in their table) and
+    settled (:func:`screen_settled`): its text."""
+    app = pilot.app
+    await pilot_until(pilot, lambda: app.snapshot is not None and app.main is not None
+                      and app.main.stages_table.row_count, what="the first snapshot drawn")
+    return await screen_settled(pilot)
+
+
 def ready(seen: dict[str, str]) -> Any:
     async def run_before(pilot: Any) -> None:
-        app = pilot.app
-        for _ in range(100):
-            if app.snapshot is not None and app.main.stages_table.row_count:
-                break
-            await pilot.pause(0.05)
+        await pilot_until(pilot, lambda: pilot.app.snapshot is not None
+                          and pilot.app.main.stages_table.row_count,
+                          what="the first snapshot drawn")
         # No focused widget: a cursor drawn or not (focus is timing-dependent) would
         # change the SVG's styles while its text stays the same.
-        app.set_focus(None)
-        # Settled: the same text twice in a row, 0.25 s apart (a loaded machine lays the
-        # panels out over several frames; a screenshot mid-way is not the screen).
-        text, last = screen_text(app), None
-        for _ in range(40):
-            if text == last:
-                break
-            await pilot.pause(0.25)
-            await pilot.wait_for_scheduled_animations()
-            last, text = text, screen_text(app)
-        seen["text"] = text
+        pilot.app.set_focus(None)
+        seen["text"] = await screen_settled(pilot)
     return run_before
 
 

@@ -64,7 +64,7 @@ def test_a_key_pressed_twice_opens_one_dialog(tmp_path: Path) -> None:
             app.main.action_cost()
             app.main.action_cost()  # before the first dialog is up
             await until(pilot, lambda: isinstance(app.screen, FormScreen))
-            await pilot.pause(0.2)
+            await pilot.pause()  # what the second call left pending (nothing: one flow)
             assert sum(isinstance(s, FormScreen) for s in app.screen_stack) == 1
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is app.main)
@@ -88,7 +88,7 @@ def test_the_main_screen_draws_behind_a_dialog_and_not_under_a_full_screen(
             main.update_snapshot = lambda snap: (drawn.append(snap), draw(snap))  # type: ignore[method-assign]
             await pilot.press("c")
             await until(pilot, lambda: isinstance(app.screen, FormScreen))
-            await pilot.pause(0.2)
+            await pilot.pause()
             drawn.clear()
             app.kick()  # a tick while the dialog is up: drawn behind it (issue 25)
             await until(pilot, lambda: app.ticks >= 2 and drawn and drawn[-1] is app.snapshot)
@@ -96,12 +96,12 @@ def test_the_main_screen_draws_behind_a_dialog_and_not_under_a_full_screen(
             await until(pilot, lambda: app.screen is main)
             await pilot.press("g")  # the chart covers the whole screen
             await until(pilot, lambda: isinstance(app.screen, ChartScreen))
-            await pilot.pause(0.2)
+            await pilot.pause()
             drawn.clear()
             ticks = app.ticks
             app.kick()  # collected, not drawn: nobody sees the main screen
-            await until(pilot, lambda: app.ticks > ticks)
-            await pilot.pause(0.2)
+            await until(pilot, lambda: app.ticks > ticks)  # the tick's snapshot handled
+            await pilot.pause()  # and what its handling left pending
             assert drawn == [] and main.snapshot is app.snapshot
             await pilot.press("escape")  # shown again: the latest is drawn
             await until(pilot, lambda: drawn and drawn[-1] is app.snapshot)
