@@ -3,14 +3,43 @@ in one pytest-xdist worker. The helpers themselves live in tests/helpers/."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from tests.helpers.process import ROOT, SAMPLES, run_cockpit, wait_for  # noqa: F401
+
+# Bytecode is cached for the test run, whatever the environment says: with
+# PYTHONDONTWRITEBYTECODE set (some shells and CI images set it), every `cockpit`
+# subprocess compiled the whole package again (0.8 s a call instead of 0.3 s) and every
+# xdist worker rewrote every test module's asserts (11 s each). Set before the workers
+# and the subprocesses start, so they inherit it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture
 def cockpit_cli():
     return run_cockpit
+
+
+# The modules that keep cores busy (real training, a browser, a Prometheus server): they
+# never overlap each other, so a loaded 2-core machine is not loaded further by the suite.
+HEAVY = frozenset({
+    "tests/e2e/test_demo.py",  # the demo campaign trained once, shared by its tests
+    "tests/e2e/test_init.py",  # the template trained end to end
+    "tests/e2e/test_landing.py",  # the digits script trained to the landing
+    "tests/e2e/test_serve_browser.py",  # Chromium
+    "tests/e2e/test_prometheus_server.py",  # Prometheus and node_exporter
+    "tests/e2e/test_export_rebuild.py",  # a fresh venv rebuilt from a bag
+})
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two workers a core (most tests wait on real processes, terminals and
+    sshd), at least 2, at most 8; the CPU-heavy tests share one worker (HEAVY below)."""
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups (--dist loadgroup)
@@ -20,6 +49,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     other such tests, so the fixture is built once, not once per worker. Found from the
     fixtures themselves, so a new module fixture needs no mark."""
     for item in items:
+        if item.nodeid.split("::")[0] in HEAVY:  # CPU-heavy: one worker, one after another
+            item.add_marker(pytest.mark.xdist_group("heavy"))
+            continue  # (its module fixture is built once in that worker too)
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue

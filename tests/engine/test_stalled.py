@@ -15,6 +15,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cockpit.campaign import load_campaign
 from cockpit.campaign.model import StopRule
 from cockpit.engine import Engine
@@ -219,6 +221,7 @@ def test_a_stop_stalled_rule_stops_the_sleeping_run(tmp_path) -> None:
     assert snap.run("r1").stop_reason.startswith("stalled: no new step for ")
 
 
+@pytest.mark.slow  # a real run reporting for seconds
 def test_a_run_that_keeps_reporting_is_never_stalled(tmp_path) -> None:
     # 50 points 0.1 s apart (5 s of work, then it exits): the silence never nears the
     # 2 s floor, so the rule holds to the end.

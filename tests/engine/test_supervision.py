@@ -17,6 +17,10 @@ from cockpit.engine import ActionRefused, Engine
 from tests.helpers.campaigns import FINITE, step_command, write_campaign
 from tests.helpers.process import run_cockpit, wait_for
 
+# Real processes (the supervisor, detached runs, the CLI): end to end by kind; the
+# engine logic they exercise has fake-clock tests of its own.
+pytestmark = pytest.mark.slow
+
 
 def journal(path: Path) -> list[dict]:
     lines = (path.parent / ".cockpit" / "journal.jsonl").read_text().splitlines()

@@ -193,6 +193,7 @@ def raw_utils(store: Path) -> dict[float, float] | None:
     return {p.t: p.value for p in points if p.span_s == 1} if len(points) >= 8 else None
 
 
+@pytest.mark.slow  # a real headless killed, then the TUI on its recording
 def test_a_cockpit_killed_and_reopened_in_the_tui_shows_the_curves_from_before(
         tmp_path: Path) -> None:
     """A real headless cockpit records, is killed with SIGKILL, and the TUI opened on

@@ -9,6 +9,7 @@ import textwrap
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -87,6 +88,7 @@ def test_the_warning_comes_once_at_the_lead_and_only_when_the_cockpit_lands(tmp_
     assert landing_near(warn_only, point - timedelta(minutes=29), point) == []
 
 
+@pytest.mark.slow  # a real training process (torch)
 def test_save_requested_is_true_once_per_request_in_a_real_training_process(tmp_path) -> None:
     """The protocol a training loop honours: a request file, read once a second."""
     flag = tmp_path / "save-request"

@@ -57,6 +57,7 @@ def test_git_state_gives_the_commit_and_a_patch_that_applies(tmp_path: Path) -> 
     assert git_state(tmp_path / "nowhere-git") is None
 
 
+@pytest.mark.slow  # imports torch in a fresh interpreter
 def test_the_environment_names_torch_exactly_and_diffs_in_words() -> None:
     torch = pytest.importorskip("torch")
     env = environment(with_nvml=False)
