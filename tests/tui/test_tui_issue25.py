@@ -325,6 +325,13 @@ def wait_body(app: CockpitApp) -> str:
     return str(app.screen.query_one("#wait-body").render())
 
 
+async def reject_and_wait(app: CockpitApp, pilot: Any) -> None:
+    """``r`` once the run may be rejected: the slow check's wait dialog opens."""
+    await until(pilot, lambda: app.snapshot is not None and app.main.key_available("reject"))
+    await pilot.press("r")
+    await until(pilot, lambda: isinstance(app.screen, WaitScreen))
+
+
 @run_async
 async def test_a_slow_check_shows_its_progress_at_once_and_the_budget_follows_the_reject(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -333,10 +340,7 @@ async def test_a_slow_check_shows_its_progress_at_once_and_the_budget_follows_th
     app.interval = 0.2
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.snapshot is not None
-                        and app.main.key_available("reject"))
-            await pilot.press("r")
-            await until(pilot, lambda: isinstance(app.screen, WaitScreen))
+            await reject_and_wait(app, pilot)
             ticks = app.ticks
             await pilot.press("r")  # pressed again while waiting: no second flow
             # The check is under way: its seconds count up, the dashboard ticks behind.
@@ -373,10 +377,7 @@ async def test_esc_stops_waiting_for_a_check_and_writes_nothing(
     before = journal(app.engine.campaign.path)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.snapshot is not None
-                        and app.main.key_available("reject"))
-            await pilot.press("r")
-            await until(pilot, lambda: isinstance(app.screen, WaitScreen))
+            await reject_and_wait(app, pilot)
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is app.main)
             # The check ends in the background (after the person stopped waiting): the
