@@ -66,6 +66,7 @@ class ConductorLease:
     """This face's claim to conduct. :meth:`take` never waits; :attr:`held` says."""
 
     def __init__(self, state_dir: str, machine: int | None, face: str) -> None:
+        self.state_dir = state_dir
         self.lock_path, self.info_path = lease_paths(state_dir, machine)
         self.face = face
         self._fd: int | None = None

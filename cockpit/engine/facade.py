@@ -181,7 +181,7 @@ class Engine:
         # made directly, as the engine tests do): this engine conducts alone.
         self.lease = lease
         # This face's --auto, said to whoever conducts (a lease-less engine acts alone).
-        self.auto_request = (AutoRequest(str(lease.lock_path.rsplit("/", 1)[0]), machine)
+        self.auto_request = (AutoRequest(lease.state_dir, machine)
                              if lease is not None and auto and not read_only else None)
         # The flight recorder's one writer is the conductor: opened when this engine
         # begins to conduct (a takeover continues the same file).
@@ -248,7 +248,7 @@ class Engine:
         if self.auto:
             return True
         return self.lease is not None and self.lease.held and auto_requested(
-            self.lease.lock_path.rsplit("/", 1)[0], self.machine)
+            self.lease.state_dir, self.machine)
 
     def conductor(self) -> ConductorView:
         """Who conducts this campaign on this machine, as the faces say it."""
