@@ -30,6 +30,7 @@ from tests.helpers.process import end, run_cockpit
 
 pytest.importorskip("textual_serve")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+POLL_MS = 100  # how often a tab looks again (its events arrive while it waits)
 # As the machine's notes say: without the background-networking flags Chromium keeps
 # trying to reach Google's hosts through a closed network.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -104,17 +105,18 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, Any]
         return exc.code, exc.read().decode(), exc.headers
 
 
-@contextmanager
-def browser() -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One browser for the module (each test opens its own tabs in it)."""
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip("no Chromium (.ci/run installs Debian's chromium)")
     with sync_api.sync_playwright() as play:
-        chromium = play.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = play.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            yield chromium
+            yield browser
         finally:
-            chromium.close()
+            browser.close()
 
 
 class Tab:
@@ -134,12 +136,23 @@ class Tab:
         return ANSI.sub("", b"".join(self.frames).decode("utf-8", "replace"))
 
     def wait_for_text(self, *words: str, timeout_ms: int = 60_000) -> str:
-        for _ in range(timeout_ms // 250):
-            text = self.text()
-            if all(w in text for w in words):
-                return text
-            self.page.wait_for_timeout(250)  # Playwright's events arrive while it waits
-        raise AssertionError(f"the browser never got {words}: {self.text()[-3000:]!r}")
+        return str(self.poll(lambda: all(w in (text := self.text()) for w in words) and text,
+                             f"the browser never got {words}", timeout_ms))
+
+    def wait_for_frames(self, more: int, timeout_ms: int = 60_000) -> None:
+        """``more`` frames after the ones received so far: the served cockpit drew again
+        (its ticks), whatever it drew."""
+        start = len(self.frames)
+        self.poll(lambda: len(self.frames) >= start + more, f"{more} more frames", timeout_ms)
+
+    def poll(self, predicate: Any, what: str, timeout_ms: int) -> Any:
+        """Playwright's events arrive only while the page waits: the tab's poll helper."""
+        for _ in range(timeout_ms // POLL_MS):
+            value = predicate()
+            if value:
+                return value
+            self.page.wait_for_timeout(POLL_MS)
+        raise AssertionError(f"{what}: {self.text()[-3000:]!r}")
 
 
 def png_size_and_colours(data: bytes) -> tuple[int, int, int]:
@@ -187,18 +200,24 @@ def png_size_and_colours(data: bytes) -> tuple[int, int, int]:
 
 # ------------------------------------------------------------------------------ tests
 def test_the_browser_shows_the_running_campaign_and_a_screenshot_is_kept(
-        tmp_path: Path) -> None:
+        tmp_path: Path, chromium: Any) -> None:
     path = running_campaign(tmp_path)
     try:
-        with serve(path) as served, browser() as chromium:
+        with serve(path) as served:
             assert "ssh -N -L" in served.printed and f"{served.port}:127.0.0.1:" in served.printed
             tab = Tab(chromium, served.url)
             text = tab.wait_for_text("window ", "▶ running", "train", "SIMULATED")
             assert re.search(r"window \d\d-\d\d \d\d:\d\d → ", text), text[-2000:]
-            tab.page.wait_for_timeout(1000)  # the frame drawn, not only sent
             shot = tmp_path / "served.png"
-            tab.page.screenshot(path=str(shot))
-            width, height, colours = png_size_and_colours(shot.read_bytes())
+
+            def drawn() -> tuple[int, int, int] | None:
+                """The frame drawn, not only sent: a screenshot of a dashboard, not of a
+                blank page (its colours)."""
+                tab.page.screenshot(path=str(shot))
+                got = png_size_and_colours(shot.read_bytes())
+                return got if got[2] >= 8 else None
+
+            width, height, colours = tab.poll(drawn, "a drawn dashboard", 60_000)
             assert (width, height) == (1400, 900)
             assert colours >= 8, colours  # a drawn dashboard, not a blank page
     finally:
@@ -234,10 +253,11 @@ def test_without_the_token_nothing_answers_and_only_the_loopback_listens(
         assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening
 
 
-def test_a_read_only_tab_writes_nothing_when_x_is_pressed(tmp_path: Path) -> None:
+def test_a_read_only_tab_writes_nothing_when_x_is_pressed(tmp_path: Path,
+                                                          chromium: Any) -> None:
     path = running_campaign(tmp_path)
     try:
-        with serve(path, "--read-only") as served, browser() as chromium:
+        with serve(path, "--read-only") as served:
             assert "read-only" in served.printed
             tab = Tab(chromium, served.url)
             tab.wait_for_text("▶ running", "train", "? Help")
@@ -245,8 +265,8 @@ def test_a_read_only_tab_writes_nothing_when_x_is_pressed(tmp_path: Path) -> Non
             tab.page.locator("#terminal").click()
             for key in ("x", "Enter", "y", "x"):
                 tab.page.keyboard.press(key)
-                tab.page.wait_for_timeout(300)
-            tab.page.wait_for_timeout(2000)  # a tick or two: nothing arrives
+                tab.wait_for_frames(1)  # the tab took the key and drew again
+            tab.wait_for_frames(6)  # ticks went by after the keys: nothing was written
             assert journal_bytes(path) == before
             events = [json.loads(line)["kind"] for line in before.decode().splitlines()]
             assert "stop_requested" not in events
@@ -278,14 +298,15 @@ def test_without_the_serve_extra_the_command_says_what_to_install(tmp_path: Path
     assert "Traceback" not in result.stderr
 
 
-def test_two_tabs_starting_the_same_stage_start_it_once(tmp_path: Path) -> None:
+def test_two_tabs_starting_the_same_stage_start_it_once(tmp_path: Path,
+                                                        chromium: Any) -> None:
     """Two browser tabs are two cockpits: both reach "Start stage train?", both say y;
     the claim under the journal lock lets one launch through and refuses the other."""
     path = write_campaign(tmp_path, [
         {"id": "train", "hours": 2, "resource": "gpu", "run": "r1",
          "command": step_command(steps=3000, sleep=0.1)}])
     try:
-        with serve(path) as served, browser() as chromium:
+        with serve(path) as served:
             tabs = [Tab(chromium, served.url), Tab(chromium, served.url)]
             for tab in tabs:
                 tab.wait_for_text("train", "? Help")
@@ -294,11 +315,10 @@ def test_two_tabs_starting_the_same_stage_start_it_once(tmp_path: Path) -> None:
                 tab.wait_for_text("Start which stage?")
                 tab.page.keyboard.press("Enter")
                 tab.wait_for_text("Start stage train?")
-            for tab in tabs:
+            for tab in tabs:  # both confirm: one claim wins, the other is refused
                 tab.page.keyboard.press("y")
-                tab.page.wait_for_timeout(500)
-            tabs[1].wait_for_text("▶ running")
-            tabs[0].page.wait_for_timeout(2000)
+            for tab in tabs:  # each tab's engine sees the one run
+                tab.wait_for_text("▶ running")
         events = [json.loads(line) for line in journal_bytes(path).decode().splitlines()]
         started = [e for e in events if e["kind"] == "stage_started"]
         assert [e["stage"] for e in started] == ["train"], started

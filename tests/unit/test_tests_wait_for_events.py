@@ -1,5 +1,5 @@
 """The tests wait for what they mean (issue 40), read from their source (ast): no
-``time.sleep`` of a constant and no ``pilot.pause`` of a constant (a test waits for a
+``time.sleep``, ``pilot.pause`` or Playwright ``wait_for_timeout`` of a constant (a test waits for a
 journal line, a screen line, a file, a message: :func:`tests.helpers.process.wait_for`
 polls for it), and no assertion on measured wall time (timing belongs in ``bench/``).
 
@@ -68,8 +68,8 @@ def violations() -> list[str]:
                         found[rel, node.lineno] = (
                             "" if where in ALLOWED_SLEEPS else
                             f"{where}:{node.lineno}: {name}({ast.unparse(node.args[0])})")
-                    if name == "pilot.pause":
-                        found[rel, node.lineno] = f"{where}:{node.lineno}: pilot.pause(constant)"
+                    if name == "pilot.pause" or name.endswith("wait_for_timeout"):
+                        found[rel, node.lineno] = f"{where}:{node.lineno}: {name}(constant)"
                 if isinstance(node, ast.Assert) and (
                         _elapsed(node.test) or any(isinstance(n, ast.Name) and n.id in measured
                                                    for n in ast.walk(node.test))):
