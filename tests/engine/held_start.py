@@ -16,6 +16,7 @@ Phases, in the order a start passes them:
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -49,7 +50,10 @@ class HeldSupervisor(ProcessSupervisor):
         self.held = held
 
     def hold(self) -> None:
-        self.held.write_text(self.phase)
+        # Whole or not at all (temp file + rename): the test reads it as soon as it exists.
+        tmp = self.held.with_name(f".{self.held.name}.tmp")
+        tmp.write_text(self.phase)
+        os.replace(tmp, self.held)
         threading.Event().wait()  # never set: the test's kill -9 ends this process
 
     def launch(self, campaign: Campaign, stage: Stage, now: datetime,
