@@ -12,10 +12,11 @@ import getpass
 import os
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import psutil
+
+from tests.helpers.process import wait_for
 
 SSHD = "/usr/sbin/sshd"
 
@@ -83,15 +84,14 @@ class Sshd:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)],
                                          stdout=log, stderr=log, start_new_session=True)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        def listening() -> bool:
+            assert self.proc is not None
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sshd exited: {self.log.read_text()[-500:]}")
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.05)
-        raise RuntimeError("sshd did not listen within 10 s")
+                return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+        wait_for(listening, timeout=60, what="sshd listening")
 
     def kill(self) -> None:
         if self.proc is None:

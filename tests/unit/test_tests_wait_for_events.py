@@ -18,7 +18,6 @@ TESTS = Path(__file__).resolve().parents[1]
 ALLOWED_SLEEPS = {
     "helpers/process.py:wait_for": "the documented poll helper: its interval between looks",
     "helpers/process.py:pilot_until": "the same for a TUI test (between pilot.pause()s)",
-    "helpers/sshd.py:start": "the poll of the port a starting sshd has not opened yet",
 }
 CLOCKS = {"monotonic", "time", "perf_counter", "monotonic_ns", "perf_counter_ns"}
 
