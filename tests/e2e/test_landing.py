@@ -110,8 +110,8 @@ def test_the_control_run_lands_before_the_window_ends(tmp_path: Path) -> None:
         point = snap.window.point_of_no_return
         assert point is not None and point < snap.window.end
         assert re.search(r" · lands in 1h5\dm", window_line(snap)), window_line(snap)
-        # Run ahead to 20 s before the point of no return.
-        clock.ahead = (point - datetime.now(timezone.utc)).total_seconds() - 20
+        # Run ahead to 10 s before the point of no return.
+        clock.ahead = (point - datetime.now(timezone.utc)).total_seconds() - 10
         snap = engine.tick()
         assert snap.landing == () and snap.run("control").state == "running"
         landed = tick_until(lambda s: any(line.split(" ", 1)[1].startswith("landed:")
