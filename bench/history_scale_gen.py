@@ -310,7 +310,7 @@ def write_history(campaign_path: Path, events: int, begin: datetime, end: dateti
     Returns its path."""
     from cockpit.campaign import load_campaign
     from cockpit.campaign.model import STATE_DIR
-    from cockpit.engine.recorder import record_plan
+    from cockpit.engine.journal_actions import record_plan
     from cockpit.journal.paths import CampaignFiles
     from cockpit.runs.env_record import record_environment
     from cockpit.runs.rules import rules_hash

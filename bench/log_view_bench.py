@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cockpit.tui.screens import READ_BYTES, LogFollower  # noqa: E402
+from cockpit.tui.full_screens import READ_BYTES, LogFollower  # noqa: E402
 
 OSC0 = "\x1b]0;PWNED-TITLE\x07"
 

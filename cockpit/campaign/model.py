@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal, TypeAlias
 
+from cockpit.common.event_kinds import EXPORT_DONE, RULE_BLIND, RULE_FIRED, STAGE_FINISHED
 from cockpit.common.layout import STATE_DIR as STATE_DIR  # re-exported: the model names it
 from cockpit.common.units import Money
 
@@ -303,8 +304,8 @@ class Settings:
     fetch_user: str | None = None
 
 
-HOOK_EVENTS = ("rule_fired", "stage_finished", "decision_needed", "deadline_near",
-               "export_done", "gpu_lost")
+HOOK_EVENTS = (RULE_FIRED, STAGE_FINISHED, "decision_needed", "deadline_near",
+               EXPORT_DONE, "gpu_lost")
 
 
 @dataclass(frozen=True)
@@ -318,7 +319,7 @@ class Hook:
 
 
 # The families of alerts (issue 26) an ``alerts.send`` entry may route by label.
-ALERT_KINDS = ("rule_fired", "stage_failed", "rule_blind", "decision", "verdict", "checkpoint",
+ALERT_KINDS = (RULE_FIRED, "stage_failed", RULE_BLIND, "decision", "verdict", "checkpoint",
                "gpu", "disk", "clock", "peer", "deadline", "export", "closed", "digest",
                "landing")
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.cli.common import machine_of, number_between
 from cockpit.common.errors import InputError
+from cockpit.common.event_kinds import CHECKPOINT_VERIFIED
 from cockpit.common.printable import printable, printable_block
 from cockpit.journal.merge import Events
 
@@ -262,7 +263,7 @@ def cmd_next(args: argparse.Namespace) -> int:
     restore: dict[str, list[float]] = {}
     for ev in events:
         load = ev.get("load_seconds")
-        if ev.get("kind") == "checkpoint_verified" and ev.get("ok") and \
+        if ev.get("kind") == CHECKPOINT_VERIFIED and ev.get("ok") and \
                 isinstance(load, (int, float)) and isinstance(ev.get("run"), str):
             restore.setdefault(str(ev["run"]), []).append(float(load))
     costs = MeasuredCosts(save, {run: float(median(v)) for run, v in restore.items()})

@@ -21,6 +21,7 @@ from typing import Any
 from cockpit.assets import asset_path
 from cockpit.campaign.model import STATE_DIR
 from cockpit.common.errors import InputError
+from cockpit.common.event_kinds import EXPORT_DONE
 
 DEMO_NOTE = "the demo's scripted choice: the pilot reached the floor, go on with the plan"
 SAMPLE = asset_path("sample_campaigns", "digits")
@@ -152,7 +153,7 @@ def summary(path: Path) -> str:
                      + (f"{share} per accepted result"
                         if share else f"per result undefined ({b.undefined_reason})"))
     # A fresh engine's first snapshot carries the whole journal as its new events.
-    exports = [e.fields for e in snap.new_events if e.kind == "export_done"]
+    exports = [e.fields for e in snap.new_events if e.kind == EXPORT_DONE]
     if exports:
         last = exports[-1]
         lines.append(f"  export: {last.get('path')} (verified: {last.get('verified')})")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cockpit.campaign.model import Campaign, MetricCheck, PredictionsCheck, Run
+from cockpit.common.event_kinds import RESULT_ACCEPTED, RESULT_REJECTED
 from cockpit.common.safe_json import loads_bounded
 from cockpit.journal.fold import FAILED, NOT_STARTED, STOPPED, SUCCEEDED, CampaignState
 from cockpit.journal.writer import Event, JournalWriter
@@ -399,7 +400,7 @@ def record_verdict(journal: JournalWriter, fold_own: FoldOwn, campaign: Campaign
         current = fold_own(now).runs.get(run_id)
         if current is None or current.verdict is not None or current.attempt != attempt:
             return None
-        kind = "result_accepted" if accepted else "result_rejected"
+        kind = RESULT_ACCEPTED if accepted else RESULT_REJECTED
         extra: dict[str, Any] = {} if accepted or failed is None else {"failed": list(failed)}
         return txn.append(
             kind, now=now, run=run_id, stage=current.stage, result=spec.result_id,

@@ -42,7 +42,7 @@ from cockpit.engine.facade import (
 from cockpit.engine.guards import ExitVerdict
 from cockpit.engine.launcher import params_hash
 from cockpit.engine.ports import Clock, SystemClock, utc_now
-from cockpit.engine.recorded import Recorded, columns, thinned
+from cockpit.engine.telemetry_history import Recorded, columns, thinned
 from cockpit.journal.events import EVENT_KINDS, describe_event
 from cockpit.journal.log import JournalError
 from cockpit.journal.paths import CampaignFiles

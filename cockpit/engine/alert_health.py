@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from cockpit.common.event_kinds import ALERT_FAILED, ALERT_SENT
 from cockpit.engine.snapshot import EventLine
 
 
@@ -29,13 +30,13 @@ def failing_targets(events: Iterable[EventLine]) -> list[str]:
     targets: dict[str, _Delivery] = {}
     for line in events:
         fields = line.fields
-        if line.kind not in ("alert_sent", "alert_failed") or "machine" in fields:
+        if line.kind not in (ALERT_SENT, ALERT_FAILED) or "machine" in fields:
             continue
         target, key = fields.get("target"), fields.get("alert")
         if not isinstance(target, str):
             continue
         health = targets.setdefault(target, _Delivery())
-        if line.kind == "alert_sent":
+        if line.kind == ALERT_SENT:
             health.failing_since = None
             health.unsent.discard(str(key))
             continue

@@ -19,6 +19,16 @@ from cockpit.close.acceptance import awaiting_verdict
 from cockpit.close.budget import budget_of
 from cockpit.close.conclusion import conclude_now
 from cockpit.common.durations import format_duration
+from cockpit.common.event_kinds import (
+    CHECKPOINT_VERIFIED,
+    CLOCK_JUMP,
+    DECISION,
+    EXPORT_DONE,
+    LANDING,
+    RULE_BLIND,
+    RULE_FIRED,
+    STAGE_FINISHED,
+)
 from cockpit.engine.hooks import hook_event_name
 from cockpit.engine.observer import THROTTLE_EVENT
 from cockpit.engine.snapshot import MachineView
@@ -33,30 +43,30 @@ def alert_of(event: Mapping[str, Any], campaign: Campaign, deciders: set[str]) -
     run, stage = event.get("run"), event.get("stage")
     name = hook_event_name(event, deciders)
     kind = event.get("kind")
-    if name == "rule_fired":
+    if name == RULE_FIRED:
         stop = event.get("action") == "stop"
         return Alert(f"rule_fired:{seq}", "critical" if stop else "warn",
                      f"rule {event.get('rule')} fired on {run}: {event.get('reason')}",
                      f"stopped {run}" if stop else "nothing (a warning rule)",
                      f"cockpit status {file}; to run it again: cockpit start {file} "
-                     f"{stage} --force", kind="rule_fired")
-    if kind == "stage_finished" and event.get("outcome") == "failed":
+                     f"{stage} --force", kind=RULE_FIRED)
+    if kind == STAGE_FINISHED and event.get("outcome") == "failed":
         why = event.get("reason") or f"exit code {event.get('code')}"
         return Alert(f"stage_failed:{seq}", "critical", f"stage {stage} failed: {why}",
                      "nothing: the stage is failed",
                      f"read its log (cockpit status {file}); retry: cockpit start {file} "
                      f"{stage} --force", kind="stage_failed")
-    if kind == "rule_blind":
+    if kind == RULE_BLIND:
         return Alert(f"rule_blind:{seq}", "warn",
                      f"rule {event.get('rule')} is blind on {run}: {event.get('reason')}",
                      "nothing: the rule cannot judge what it cannot see",
-                     f"check the run's metric names (cockpit status {file})", kind="rule_blind")
+                     f"check the run's metric names (cockpit status {file})", kind=RULE_BLIND)
     if name == "decision_needed":
         return Alert(f"decision:{seq}", "warn", f"a decision is needed after {stage}",
                      "holding the stages after it",
                      f"cockpit decide {file} continue|limit|revise --stage {stage} --note …",
-                     kind="decision")
-    if name == "export_done":
+                     kind=DECISION)
+    if name == EXPORT_DONE:
         verified = bool(event.get("verified"))
         where = event.get("tar") or event.get("path")
         return Alert(f"export:{seq}", "info" if verified else "critical",
@@ -80,8 +90,8 @@ def alert_of(event: Mapping[str, Any], campaign: Campaign, deciders: set[str]) -
                      "landed: runs stopped, the export written" if landed else
                      "asking the runs to save, then stopping them and exporting",
                      str(fetch) if landed and fetch else f"cockpit status {file}",
-                     kind="landing")
-    if kind == "checkpoint_verified" and event.get("ok") is False:
+                     kind=LANDING)
+    if kind == CHECKPOINT_VERIFIED and event.get("ok") is False:
         # Once per run attempt: each later checkpoint that fails is on the screen.
         return Alert(f"checkpoint:{run}:{event.get('attempt')}", "critical",
                      f"checkpoint of {run} does NOT reload: {event.get('error')} "
@@ -92,7 +102,7 @@ def alert_of(event: Mapping[str, Any], campaign: Campaign, deciders: set[str]) -
                      kind="checkpoint")
     if kind == "warning":
         return _warning_alert(event, file, seq)
-    if kind == "clock_jump":
+    if kind == CLOCK_JUMP:
         return Alert(f"clock:{seq}", "warn",
                      f"the wall clock jumped {_signed(event.get('seconds'))} (from "
                      f"{event.get('from')} to {event.get('to')})",
@@ -122,7 +132,7 @@ def _warning_alert(event: Mapping[str, Any], file: str, seq: Any) -> Alert | Non
     if event.get("key") == "landing_near":
         return Alert(f"landing_near:{seq}", "warn", what,
                      "nothing yet: the landing begins by itself at the point of no return",
-                     f"land now by hand: cockpit export {file}", kind="landing")
+                     f"land now by hand: cockpit export {file}", kind=LANDING)
     if event.get("source") == "disk":
         return Alert(f"disk:{seq}", "warn", what,
                      "warned (a full disk fails checkpoints and the export)",
@@ -155,7 +165,7 @@ def wait_alerts(campaign: Campaign, state: CampaignState, age_of: AgeOf,
                              f"a decision has been pending after {stage_id} for "
                              f"{format_duration(age)}", "holding the stages after it",
                              f"cockpit decide {file} continue|limit|revise --stage "
-                             f"{stage_id} --note …", kind="decision"))
+                             f"{stage_id} --note …", kind=DECISION))
     for run_id in awaiting_verdict(campaign, state):
         run, stage = state.runs[run_id], campaign.stage_of_run(run_id)
         if run.ended_at is None or stage is None or not _mine(stage.machine, machine):

@@ -27,6 +27,18 @@ from cockpit.alerts.message import Alert, body, title
 from cockpit.alerts.targets import Target
 from cockpit.campaign.model import Campaign
 from cockpit.common.durations import format_duration
+from cockpit.common.event_kinds import (
+    ALERT_CLAIMED,
+    ALERT_FAILED,
+    ALERT_SENT,
+    RESULT_ACCEPTED,
+    RESULT_REJECTED,
+    RUN_EXITED,
+    STAGE_DROPPED,
+    STAGE_FINISHED,
+    STAGE_SKIPPED,
+    STOP_DONE,
+)
 from cockpit.engine.alert_kinds import alert_of, closed_alert, peer_alert, wait_alerts
 from cockpit.engine.history import History
 from cockpit.engine.hooks import HOOK_MAX_AGE_S
@@ -40,8 +52,8 @@ RATE_WINDOW_S = 3600.0
 PEER_ALERT_S = 300.0  # a peer unreachable this long is worth a phone (not one failed pull)
 PEER_CHECK_S = 15.0  # how often the peers' views are read for it (each reads files)
 # Events that may close the campaign: the "closed" alert is looked for after one of them.
-CLOSING_KINDS = frozenset({"result_accepted", "result_rejected", "stage_finished",
-                           "stage_skipped", "stage_dropped", "decision"})
+CLOSING_KINDS = frozenset({RESULT_ACCEPTED, RESULT_REJECTED, STAGE_FINISHED,
+                           STAGE_SKIPPED, STAGE_DROPPED, "decision"})
 @dataclass
 class _Job:
     alert: Alert
@@ -193,7 +205,7 @@ class AlertDispatcher:
         with self.history.journal.transaction() as txn:
             if txn.has_key(job.key) or txn.has_key(CLAIM + job.key):
                 return False
-            txn.append("alert_claimed", key=CLAIM + job.key, alert=job.key,
+            txn.append(ALERT_CLAIMED, key=CLAIM + job.key, alert=job.key,
                        target=job.target.shown, level=job.alert.level,
                        what=job.alert.what[:200], title=head, body=text, for_seq=job.seq)
         return True
@@ -211,7 +223,7 @@ class AlertDispatcher:
         recent = self.history.journal.recent()
         for event in recent:
             ev: Mapping[str, Any] = event  # as read: any field may hold anything
-            if ev.get("kind") in ("alert_failed", "alert_claimed") \
+            if ev.get("kind") in (ALERT_FAILED, ALERT_CLAIMED) \
                     and isinstance(ev.get("alert"), str):
                 last[ev["alert"]] = ev
         for key, ev in last.items():  # the newest line of each key
@@ -224,7 +236,7 @@ class AlertDispatcher:
                           kind=name.split(":", 1)[0])
             attempt = ev.get("attempt")
             body_text = str(ev.get("body", ""))
-            if ev.get("kind") == "alert_claimed":
+            if ev.get("kind") == ALERT_CLAIMED:
                 body_text += (f"\n(sent again: the cockpit that sent it stopped mid-send; "
                               f"it may have arrived already. Alert id {key})")
             self._queued.add(key)
@@ -265,9 +277,9 @@ class AlertDispatcher:
     def _note_end(self, line: EventLine, event: Mapping[str, Any]) -> None:
         if line.earlier:
             return  # journaled before this cockpit opened: its wall age stands in
-        if line.kind == "stage_finished":
+        if line.kind == STAGE_FINISHED:
             self._ends[("stage", event.get("stage"))] = line.seq
-        elif line.kind in ("run_exited", "stop_done"):
+        elif line.kind in (RUN_EXITED, STOP_DONE):
             self._ends.setdefault(("run", event.get("run"), event.get("attempt")), line.seq)
 
     def _without_events(self, closing: bool, now: datetime) -> None:
@@ -353,13 +365,13 @@ class AlertDispatcher:
                   "attempt": job.attempt, "what": job.alert.what[:200], "for_seq": job.seq}
         journal = self.history.journal
         if why is None:
-            journal.append("alert_sent", key=job.key, **common)
+            journal.append(ALERT_SENT, key=job.key, **common)
         elif final:  # given up: the key settles it
-            journal.append("alert_failed", key=job.key, error=why, final=True, **common)
+            journal.append(ALERT_FAILED, key=job.key, error=why, final=True, **common)
         else:  # the words kept, so a restarted cockpit can try again (no URL in them)
             assert self.sender is not None
             head, text = self.sender.texts.get(job.key, ("", ""))
-            journal.append("alert_failed", error=why, final=False, title=head, body=text,
+            journal.append(ALERT_FAILED, error=why, final=False, title=head, body=text,
                            **common)
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import InputError
+from cockpit.common.event_kinds import CLOCK_JUMP
 from cockpit.common.lease import probe
 from cockpit.engine.snapshot import ConductorView
 
@@ -54,7 +55,7 @@ CONDUCTOR_EFFECTS: dict[str, Effect] = {
     "plan_change": Effect("an edited campaign file journaled once",
                           ("recorder.record_plan_change",),
                           (_STEP, "cockpit.engine.facade:_watch_plan")),
-    "clock_jump": Effect("a wall-clock step journaled", ("recorder.record_clock_jump",),
+    CLOCK_JUMP: Effect("a wall-clock step journaled", ("recorder.record_clock_jump",),
                          (_STEP,)),
     "alerts": Effect("alerts sent and journaled", ("alerting.run",), (_STEP,)),
     "hooks": Effect("the campaign's hooks run", ("hooks.run",), (_STEP,)),

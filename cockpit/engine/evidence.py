@@ -11,6 +11,7 @@ from datetime import datetime
 
 from cockpit.campaign.model import Run
 from cockpit.common.errors import ActionRefused, InputError
+from cockpit.common.event_kinds import CHECKPOINT_VERIFIED, RESUME_VERIFIED
 from cockpit.engine.history import History
 from cockpit.engine.scope import Scope
 from cockpit.journal.fields import Event
@@ -53,7 +54,7 @@ class Evidence:
         attempt = self.history.state().runs[run.id].attempt
         # Stamped when the reload has finished (it can take minutes).
         return self.history.journal.append(
-            "checkpoint_verified", now=now or self.clock.now(), run=run.id, attempt=attempt,
+            CHECKPOINT_VERIFIED, now=now or self.clock.now(), run=run.id, attempt=attempt,
             auto=False, actor=self.actor, **report_fields(report))
 
     def verify_resume(self, run_id: str, which: str = "first",
@@ -65,7 +66,7 @@ class Evidence:
         path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
         result = resume_equivalence(self.campaign, run, path, checkpoint_step(chosen), now)
         return self.history.journal.append(
-            "resume_verified", now=self.clock.now(), run=run.id, ok=result.ok,
+            RESUME_VERIFIED, now=self.clock.now(), run=run.id, ok=result.ok,
             path=result.checkpoint, from_step=result.from_step, compared=result.compared,
             diverged_step=result.diverged_step, message=result.message,
             seconds=round(result.seconds, 3), actor=self.actor)

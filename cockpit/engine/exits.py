@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from cockpit.common.event_kinds import RUN_EXITED, STAGE_FINISHED, STOP_DONE, WARNING
 from cockpit.engine.history import History
 from cockpit.engine.ports import Supervisor
 from cockpit.engine.scope import Scope
@@ -47,7 +48,7 @@ class ExitRecorder:
         # alive while its group is. Rules keep firing, stop ends the group, a restart is
         # refused; the exit is recorded when the group is gone.
         self.history.journal_once(
-            "warning", f"orphan:{st.id}:{st.attempt}", now, source="supervisor",
+            WARNING, f"orphan:{st.id}:{st.attempt}", now, source="supervisor",
             stage=st.id, run=st.run,
             message=f"stage {st.id}: its wrapper (pid {st.pid}) is gone but its process "
                     f"group {st.pgid} lives on; it counts as running until the group ends "
@@ -68,12 +69,12 @@ class ExitRecorder:
             outcome = STOPPED if stopped else (DONE if code == 0 else FAILED)
             reason = failed_reason(st, info) if outcome == FAILED else None
             if current.run:
-                txn.append("run_exited", now=now, run=current.run, stage=st.id, code=code,
+                txn.append(RUN_EXITED, now=now, run=current.run, stage=st.id, code=code,
                            attempt=st.attempt, signal=info.get("signal"), **elapsed)
                 if stopped and run and run.stop is not None and not run.stop.done:
-                    txn.append("stop_done", now=now, run=current.run, stage=st.id,
+                    txn.append(STOP_DONE, now=now, run=current.run, stage=st.id,
                                attempt=st.attempt, rule=run.stop.rule)
-            txn.append("stage_finished", now=now, stage=st.id, outcome=outcome, code=code,
+            txn.append(STAGE_FINISHED, now=now, stage=st.id, outcome=outcome, code=code,
                        reason=reason, **elapsed)
 
 

@@ -12,7 +12,7 @@ Each part has its dependencies given in its constructor and none inherits anothe
                    and acceptance verdicts
 - ``launcher``     :class:`~cockpit.engine.launcher.Launcher`: start, stop, the guards'
                    intents carried out
-- ``recorder``     :class:`~cockpit.engine.recorder.Recorder`: verdicts, notes, costs,
+- ``recorder``     :class:`~cockpit.engine.journal_actions.Recorder`: verdicts, notes, costs,
                    marks, decisions, the plan's record
 - ``evidence``     :class:`~cockpit.engine.evidence.Evidence`: verify, verify --resume,
                    export
@@ -59,6 +59,7 @@ from cockpit.engine.guards import ExitVerdict, ExportFacts
 from cockpit.engine.history import History
 from cockpit.engine.hooks import HookDispatcher
 from cockpit.engine.hours import HoursCache
+from cockpit.engine.journal_actions import Recorder
 from cockpit.engine.landing import Landing, landing_now
 from cockpit.engine.launcher import Launcher
 from cockpit.engine.observer import Observer
@@ -72,10 +73,9 @@ from cockpit.engine.ports import (
     Supervisor,
     as_clock,
 )
-from cockpit.engine.recorded import Recorded, read_recorded
-from cockpit.engine.recorder import Recorder
 from cockpit.engine.scope import Scope
 from cockpit.engine.snapshot import ConductorView, Snapshot
+from cockpit.engine.telemetry_history import Recorded, read_recorded
 from cockpit.engine.timebase import Timebase
 from cockpit.engine.verification import Verification
 from cockpit.journal.fields import Event
@@ -393,7 +393,7 @@ class Engine:
                           host: Sequence[str] = (), raw: bool = False,
                           width: int | None = None, gpus: Iterable[int] = ()) -> Recorded:
         """What the flight recording holds between ``t0`` and ``t1`` (epoch seconds),
-        read-only (:mod:`cockpit.engine.recorded`): what the faces show of the time
+        read-only (:mod:`cockpit.engine.telemetry_history`): what the faces show of the time
         before they opened. Safe beside the tick (its own read-only connection)."""
         return read_recorded(CampaignFiles.of(self.campaign).recorder, t0, t1, gpu=gpu,
                              host=host, raw=raw, width=width, gpus=gpus)

@@ -31,6 +31,7 @@ from datetime import datetime
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, StopRule
 from cockpit.close.acceptance import awaiting_verdict, has_slow_checks
 from cockpit.close.conclusion import conclude_now, on_deadline
+from cockpit.common.event_kinds import RULE_BLIND, WARNING
 from cockpit.common.units import format_duration
 from cockpit.engine.intents import (
     EscalateStop,
@@ -152,7 +153,7 @@ def blind_rules(campaign: Campaign, state: CampaignState, seen: Mapping[str, Run
             else:
                 continue
             if why is not None:
-                out.append(RecordOnce("rule_blind", key, {
+                out.append(RecordOnce(RULE_BLIND, key, {
                     "run": run.id, "stage": run.stage, "rule": rule.id, "metric": rule.metric,
                     "reason": why, "attempt": run.attempt, "ended": run.state != RUNNING}))
     return out
@@ -240,7 +241,7 @@ def deadline_guard(campaign: Campaign, state: CampaignState, now: datetime, *,
     out: list[Intent] = []
     left = (campaign.package.end - now).total_seconds()
     if 0 < left <= campaign.settings.deadline_warn_s and not export.exported:
-        out.append(RecordOnce("warning", "deadline_near", {
+        out.append(RecordOnce(WARNING, "deadline_near", {
             "source": "window", "message": f"{format_duration(left)} left in the rental "
                                            "window and no verified export: export and "
                                            "fetch (D19)"}))
@@ -253,7 +254,7 @@ def deadline_guard(campaign: Campaign, state: CampaignState, now: datetime, *,
     if text is None:
         return out
     hour = now.strftime("%Y%m%d%H")  # the loud warning repeats at most hourly
-    out.append(RecordOnce("warning", f"deadline:{hour}", {"source": "deadline",
+    out.append(RecordOnce(WARNING, f"deadline:{hour}", {"source": "deadline",
                                                          "message": text}))
     if on_deadline(campaign) == "stop-optional":
         out.extend(_deadline_stops(campaign, state, machine))
@@ -267,7 +268,7 @@ def landing_near(campaign: Campaign, now: datetime, point: datetime) -> list[Int
     if on_deadline(campaign) != "land" or now < campaign.package.start \
             or not 0 < left <= campaign.deadline.landing_lead_s:
         return []
-    return [RecordOnce("warning", "landing_near", {
+    return [RecordOnce(WARNING, "landing_near", {
         "source": "landing", "message": f"the landing begins in {format_duration(left)} "
                                         f"(the point of no return, {point:%H:%M} UTC): "
                                         "running runs are asked to save, then stopped, "

@@ -1,7 +1,7 @@
 """The campaign's history as this engine holds it: the own journal, the peers' events
 (from a :class:`~cockpit.engine.ports.PeerSource` it is given), and their fold.
 
-The fold is :class:`~cockpit.journal.folded.FoldedHistory`'s: incremental (each event
+The fold is :class:`~cockpit.journal.live_fold.FoldedHistory`'s: incremental (each event
 applied once, as the journal reads it; the peers' merged in by the documented rule),
 started from the state cache when it fits, and saved to it by a writing engine every
 :data:`CACHE_EVERY_S` seconds and at close. The history holds no list of every event:
@@ -37,7 +37,7 @@ from cockpit.engine.timebase import Timebase, parse_t
 from cockpit.journal.events import describe_event
 from cockpit.journal.fields import Event
 from cockpit.journal.fold import CampaignState
-from cockpit.journal.folded import FoldedHistory
+from cockpit.journal.live_fold import FoldedHistory
 from cockpit.journal.merge import Events
 from cockpit.journal.paths import CampaignFiles
 

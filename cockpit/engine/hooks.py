@@ -22,6 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.model import Campaign, Hook
+from cockpit.common.event_kinds import (
+    EXPORT_DONE,
+    HOOK_STARTED,
+    RULE_FIRED,
+    STAGE_FINISHED,
+    WARNING,
+)
 from cockpit.engine.history import History
 from cockpit.engine.snapshot import EventLine
 from cockpit.engine.timebase import parse_t
@@ -32,14 +39,14 @@ HOOK_MAX_AGE_S = 600.0  # history from before this cockpit watched: no burst of 
 def hook_event_name(event: Mapping[str, Any], decision_points: set[str]) -> str | None:
     """Which hook event (if any) a journal event is."""
     kind = event.get("kind")
-    if kind == "rule_fired":
-        return "rule_fired"
-    if kind == "stage_finished":
+    if kind == RULE_FIRED:
+        return RULE_FIRED
+    if kind == STAGE_FINISHED:
         if event.get("stage") in decision_points and event.get("outcome") == "done":
             return "decision_needed"
-        return "stage_finished"
-    if kind == "export_done":
-        return "export_done"
+        return STAGE_FINISHED
+    if kind == EXPORT_DONE:
+        return EXPORT_DONE
     if kind == "warning" and event.get("event") == "gpu_lost":
         return "gpu_lost"
     if kind == "warning" and event.get("key") == "deadline_near":
@@ -117,7 +124,7 @@ class HookDispatcher:
             return
         journal = self.history.journal
         for failure in self.runner.poll():
-            journal.append("warning", now=now, source="hook", message=failure)
+            journal.append(WARNING, now=now, source="hook", message=failure)
         for line in fresh:
             event = dict(line.fields)
             if "machine" in event:
@@ -137,8 +144,8 @@ class HookDispatcher:
             try:
                 pid = self.runner.launch(hook, event, name)
             except OSError as exc:
-                txn.append("warning", now=now, key=key, source="hook",
+                txn.append(WARNING, now=now, key=key, source="hook",
                            message=f"hook {name} could not start: {exc}")
                 return
-            txn.append("hook_started", now=now, key=key, hook=name, pid=pid,
+            txn.append(HOOK_STARTED, now=now, key=key, hook=name, pid=pid,
                        for_seq=event.get("seq"))

@@ -29,6 +29,7 @@ from typing import Any
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign
 from cockpit.common.durations import format_duration
 from cockpit.common.errors import ActionRefused
+from cockpit.common.event_kinds import LANDING
 from cockpit.engine.evidence import Evidence
 from cockpit.engine.history import History
 from cockpit.engine.intents import StopRun
@@ -145,7 +146,7 @@ class Landing:
         lines = []
         for event in self.past.journal.recent():
             ev: Mapping[str, Any] = event
-            if ev.get("kind") == "landing" and isinstance(ev.get("t"), str):
+            if ev.get("kind") == LANDING and isinstance(ev.get("t"), str):
                 lines.append(f"{ev['t'][11:19]} {ev.get('phase')}: {ev.get('text')}")
         return tuple(lines)
 
@@ -277,7 +278,7 @@ class Landing:
         os.replace(temp, path)
 
     def _record(self, phase: str, key: str, now: datetime, text: str, **fields: Any) -> None:
-        self.past.journal_once("landing", key, now, phase=phase, text=text,
+        self.past.journal_once(LANDING, key, now, phase=phase, text=text,
                                actor=self.actor, **fields)
 
     def _load(self, now: datetime) -> None:
@@ -288,7 +289,7 @@ class Landing:
         self._loaded = True
         for event in self.past.journal.recent():
             ev: Mapping[str, Any] = event
-            if ev.get("kind") != "landing" or ev.get("phase") != "save_requested":
+            if ev.get("kind") != LANDING or ev.get("phase") != "save_requested":
                 continue
             run_id, limit = ev.get("run"), ev.get("limit_s")
             if not isinstance(run_id, str) or not isinstance(limit, (int, float)):

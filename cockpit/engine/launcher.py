@@ -26,6 +26,17 @@ from typing import Any
 
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.common.errors import ActionRefused, InputError
+from cockpit.common.event_kinds import (
+    CLAIM_EXPIRED,
+    RULE_BLIND,
+    RULE_FIRED,
+    RULES_RECORDED,
+    RUN_STARTED,
+    STAGE_CLAIMED,
+    STAGE_FINISHED,
+    STAGE_STARTED,
+    STOP_REQUESTED,
+)
 from cockpit.common.printable import printable
 from cockpit.engine.affordances import no_command_refusal, start_refusal, stop_refusal
 from cockpit.engine.history import History
@@ -37,9 +48,9 @@ from cockpit.engine.intents import (
     StartStage,
     StopRun,
 )
+from cockpit.engine.journal_actions import record_plan
 from cockpit.engine.ports import JournalView, Supervisor
 from cockpit.engine.readiness import resource_holder, stage_status
-from cockpit.engine.recorder import record_plan
 from cockpit.engine.scope import Scope
 from cockpit.journal.fields import Event
 from cockpit.journal.fold import FAILED, RUNNING, CampaignState
@@ -102,7 +113,7 @@ class Launcher:
             elif isinstance(intent, RecordOnce):
                 self.history.journal_once(intent.kind, intent.key, now, **intent.fields,
                                           **({"actor": self.actor}
-                                             if intent.kind == "rule_blind" else {}))
+                                             if intent.kind == RULE_BLIND else {}))
             elif isinstance(intent, EscalateStop):
                 self.escalate(intent.run)
             elif isinstance(intent, StartStage):
@@ -118,7 +129,7 @@ class Launcher:
             run = state.runs[run_id]
             if firing.rule in state.fired_for(run_id, run.attempt) or run.state != RUNNING:
                 return  # fired once per run, whichever cockpit saw it first
-            txn.append("rule_fired", now=now, run=run_id, stage=run.stage, rule=firing.rule,
+            txn.append(RULE_FIRED, now=now, run=run_id, stage=run.stage, rule=firing.rule,
                        reason=firing.reason, value=firing.value, threshold=firing.threshold,
                        step=firing.step, action=firing.action, attempt=run.attempt,
                        actor=self.actor)
@@ -196,7 +207,7 @@ class Launcher:
             written.extend(record_environment(txn, now))
         if stage.run and state.rules_hash is None \
                 and not all(r.implicit for r in self.campaign.stop_rules):
-            written.append(txn.append("rules_recorded", now=now, sha256=self.rules_hash))
+            written.append(txn.append(RULES_RECORDED, now=now, sha256=self.rules_hash))
         return written
 
     def _claim_and_launch(self, txn: JournalView, stage: Stage, p_hash: str | None,
@@ -204,7 +215,7 @@ class Launcher:
         seq = txn.count + 1  # the claim's own seq: the marker names it
         marker = launch_marker(self.campaign, stage.id, seq)
         owner = self.time.owner
-        claim = txn.append("stage_claimed", now=now, stage=stage.id, run=stage.run,
+        claim = txn.append(STAGE_CLAIMED, now=now, stage=stage.id, run=stage.run,
                            marker=marker, params_hash=p_hash, forced=forced, auto=auto,
                            actor=self.actor, owner_pid=owner[0], owner_start=owner[1],
                            out=f"{launch_base(self.campaign, stage.id, now)}.out")
@@ -213,7 +224,7 @@ class Launcher:
         try:
             launched = self.supervisor.launch(self.campaign, stage, now, marker=marker)
         except OSError as exc:
-            txn.append("stage_finished", now=now, stage=stage.id, outcome=FAILED,
+            txn.append(STAGE_FINISHED, now=now, stage=stage.id, outcome=FAILED,
                        claim=seq, reason=f"failed to launch: {exc}")
             raise ActionRefused(f"cannot start stage {stage.id!r}: {exc}") from None
         try:
@@ -230,7 +241,7 @@ class Launcher:
         """stage_started (+ run_started) for a claimed launch, in the claim's transaction
         or, when that one could not write them, at the tick that found the process."""
         started = txn.append(
-            "stage_started", now=now, stage=stage.id, run=stage.run, pid=launched.pid,
+            STAGE_STARTED, now=now, stage=stage.id, run=stage.run, pid=launched.pid,
             pgid=launched.pgid, create_time=launched.create_time, command=launched.command,
             exit_file=launched.exit_file, stdout=launched.stdout, stderr=launched.stderr,
             gpus=list(stage_gpus(stage, self.campaign.package.offer.gpus)),
@@ -241,7 +252,7 @@ class Launcher:
         written = [started]
         if stage.run:
             written.append(txn.append(
-                "run_started", now=now, run=stage.run, stage=stage.id, pid=launched.pid,
+                RUN_STARTED, now=now, run=stage.run, stage=stage.id, pid=launched.pid,
                 pgid=launched.pgid, create_time=launched.create_time,
                 command=launched.command, params_hash=claim.get("params_hash"),
                 attempt=started["seq"], gpus=started["gpus"], exit_file=launched.exit_file,
@@ -287,7 +298,7 @@ class Launcher:
         owner_gone = "owner_pid" in claim and not self.time.owner_alive(claim, ours=True)
         out = claim.get("out")
         if owner_gone and isinstance(out, str) and not os.path.exists(out):
-            txn.append("claim_expired", now=now, stage=stage_id, run=stage.run,
+            txn.append(CLAIM_EXPIRED, now=now, stage=stage_id, run=stage.run,
                        claim=claim_seq, owner_pid=claim.get("owner_pid"),
                        reason=f"its owner (pid {claim.get('owner_pid')}) is gone and "
                               "the launch never began: the stage can start again")
@@ -295,7 +306,7 @@ class Launcher:
         age = self.time.age_s(claim_seq, current.started_at, now)
         if not owner_gone and age < self.claim_grace_s:
             return  # the launch may still be on its way
-        txn.append("stage_finished", now=now, stage=stage_id, outcome=FAILED,
+        txn.append(STAGE_FINISHED, now=now, stage=stage_id, outcome=FAILED,
                    claim=claim_seq, code=None,
                    reason=f"failed to launch: claim #{claim_seq} has no process "
                           f"carrying {MARKER_ENV}={marker}")
@@ -333,7 +344,7 @@ class Launcher:
         run = state.runs[run_id]
         if run.stop is not None and run.attempt is not None:
             return None  # already being stopped
-        event = txn.append("stop_requested", now=now, run=run_id, stage=run.stage, rule=rule,
+        event = txn.append(STOP_REQUESTED, now=now, run=run_id, stage=run.stage, rule=rule,
                            reason=reason, value=value, step=step, attempt=run.attempt,
                            actor=self.actor)
         self.supervisor.signal_group(run.pid, run.pgid, run.create_time, signal.SIGTERM,

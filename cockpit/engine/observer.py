@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.event_kinds import WARNING
 from cockpit.common.units import format_bytes
 from cockpit.engine.guards import RunSeen
 from cockpit.engine.ports import GpuSource, HostSource, Supervisor, ancestor_run
@@ -216,7 +217,7 @@ class Observer:
                     break  # read-only: nothing journaled
                 key = f"gpu:{event.kind}:{event.gpu}" + (
                     "" if event.kind == "gpu_lost" else f":{event.code}:{event.at}")
-                journal_once("warning", key, now, message=event.message, source="gpu",
+                journal_once(WARNING, key, now, message=event.message, source="gpu",
                              gpu=event.gpu, event=event.kind)
         # Without a GPU sampler the reading stays "not sampled": underfed rules are blind.
         self.underfed.update(state, self.gpu, now)
@@ -248,7 +249,7 @@ class Observer:
         for what, (message, fields) in held.items():
             if what in self._held:
                 continue  # still held since the last sample: journaled when it began
-            journal_once("warning", f"held:{what}:{hour}", now, message=message, **fields)
+            journal_once(WARNING, f"held:{what}:{hour}", now, message=message, **fields)
         self._held = set(held)
 
     def _idle_warnings(self, state: CampaignState) -> list[str]:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from cockpit.common.event_kinds import RUN_STARTED, STAGE_CLAIMED, STAGE_STARTED, STOP_REQUESTED
 from cockpit.engine.clockwatch import ClockJump, ClockWatch
 from cockpit.engine.ports import Clock
 from cockpit.journal.log import parse_time
@@ -41,7 +42,7 @@ def parse_t(event: Mapping[str, Any]) -> datetime:
 # Events whose age is asked as long as they matter (a launch's claim and start, a stop
 # request): their monotonic time is kept for the engine's life. Any other event's only
 # while it is among the newest RECENT_TIMES (verifications, hooks ask about new ones).
-DURABLE_KINDS = frozenset({"stage_claimed", "stage_started", "run_started", "stop_requested"})
+DURABLE_KINDS = frozenset({STAGE_CLAIMED, STAGE_STARTED, RUN_STARTED, STOP_REQUESTED})
 RECENT_TIMES = 4096
 
 

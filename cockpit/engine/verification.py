@@ -23,6 +23,7 @@ from cockpit.close.acceptance import (
     judge_run,
     record_verdict,
 )
+from cockpit.common.event_kinds import CHECKPOINT_VERIFIED, VERIFY_STARTED
 from cockpit.engine.history import History
 from cockpit.engine.observer import Observer
 from cockpit.engine.scope import Scope
@@ -40,7 +41,7 @@ VERIFY_CLAIM_LOOKBACK = 2000
 def verify_claims(events: list[Event], run_id: str, attempt: Any,
                   path: str) -> list[Event]:
     """The ``verify_started`` claims of one checkpoint of one attempt."""
-    return [ev for ev in events if ev.get("kind") == "verify_started"
+    return [ev for ev in events if ev.get("kind") == VERIFY_STARTED
             and ev.get("run") == run_id and ev.get("attempt") == attempt
             and ev.get("path") == path]
 
@@ -66,7 +67,7 @@ class Verification:
         every ``verify_every``. Claimed in the journal so two cockpits verify once."""
         results = self.verifier.results()
         for run_id, attempt, report in results:
-            self.history.journal.append("checkpoint_verified", now=now, run=run_id,
+            self.history.journal.append(CHECKPOINT_VERIFIED, now=now, run=run_id,
                                         attempt=attempt, auto=True, actor=self.actor,
                                         **report_fields(report))
         if results:
@@ -109,7 +110,7 @@ class Verification:
             key = f"verify:{run.id}:{run.attempt}:{path}"
             if claims:  # the earlier claim's owner is gone or its limit passed: again
                 key += f":retry{claims[-1].get('seq')}"
-            txn.append("verify_started", now=now, key=key, run=run.id, path=path,
+            txn.append(VERIFY_STARTED, now=now, key=key, run=run.id, path=path,
                        attempt=run.attempt, owner_pid=owner[0], owner_start=owner[1],
                        limit_s=self.limit_s(),
                        **({"retry": claims[-1].get("seq")} if claims else {}))

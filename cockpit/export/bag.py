@@ -57,6 +57,7 @@ from cockpit.campaign.model import Campaign
 from cockpit.close.budget import budget
 from cockpit.close.conclusion import conclude
 from cockpit.close.hours_read import read_hours
+from cockpit.common.event_kinds import EXPORT_DONE, PLAN_CHANGED
 from cockpit.common.fsutil import fsync_dir
 from cockpit.common.printable import printable_block
 from cockpit.export.bagit_files import fetch_target, fetch_text, write_bag_files, write_tar
@@ -242,7 +243,7 @@ def export_campaign(
         if result.kept_failed is not None:
             extra = {"kept_failed": str(result.kept_failed), "current": str(result.current_bag)}
         result.event = log.append(
-            "export_done", now=now, path=str(result.bag_dir), root=str(root),
+            EXPORT_DONE, now=now, path=str(result.bag_dir), root=str(root),
             size=result.size_bytes, tar=str(result.tar_path) if result.tar_path else None,
             tar_size=result.tar_bytes if result.tar_path else None,
             sha256=result.tar_sha256, verified=result.verified, artifacts=artifacts,
@@ -422,7 +423,7 @@ def _manifest(campaign: Campaign, state: CampaignState, events: list[Event],
         "campaign": campaign.id, "question": campaign.question, "created": format_time(now),
         "campaign_folder": str(campaign.folder),
         "plan": {"path": plan.path, "sha256": plan.sha256,
-                 "journal_plan_sha256": state.plan_hash, "plan_changed": state.plan_changed},
+                 "journal_plan_sha256": state.plan_hash, PLAN_CHANGED: state.plan_changed},
         "package": {"offer": pkg.offer.id, "count": pkg.count, "order_ref": pkg.order_ref,
                     "start": pkg.start.isoformat(), "end": pkg.end.isoformat()},
         "journal_events": len(events), "artifacts_mode": artifacts,

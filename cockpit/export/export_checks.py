@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from cockpit.close.acceptance import compare_ids, read_expected_ids, read_prediction_ids
+from cockpit.common.event_kinds import RESULT_ACCEPTED, RESULT_REJECTED, RUN_STARTED
 from cockpit.common.safe_json import loads_bounded
 from cockpit.runs.checkpoints.reload_check import run_verify_command
 
@@ -140,10 +141,10 @@ def _journal_verdicts(bag: Path) -> dict[str, str]:
             continue
         if not isinstance(ev, dict):
             continue
-        if ev.get("kind") in ("result_accepted", "result_rejected") and ev.get("run"):
-            verdicts[str(ev["run"])] = "accepted" if ev["kind"] == "result_accepted" \
+        if ev.get("kind") in (RESULT_ACCEPTED, RESULT_REJECTED) and ev.get("run"):
+            verdicts[str(ev["run"])] = "accepted" if ev["kind"] == RESULT_ACCEPTED \
                 else "rejected"
-        elif ev.get("kind") == "run_started" and ev.get("run"):
+        elif ev.get("kind") == RUN_STARTED and ev.get("run"):
             verdicts.pop(str(ev["run"]), None)
     return verdicts
 

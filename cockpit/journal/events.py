@@ -44,6 +44,40 @@ from dataclasses import dataclass
 from typing import Any
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.event_kinds import (
+    ALERT_CLAIMED,
+    ALERT_FAILED,
+    ALERT_SENT,
+    CHECKPOINT_VERIFIED,
+    CLAIM_EXPIRED,
+    CLOCK_JUMP,
+    COST,
+    DECISION,
+    ENVIRONMENT_RECORDED,
+    EXPORT_DONE,
+    HOOK_STARTED,
+    LANDING,
+    NOTE,
+    PLAN_CHANGED,
+    PLAN_RECORDED,
+    RESULT_ACCEPTED,
+    RESULT_REJECTED,
+    RESUME_VERIFIED,
+    RULE_BLIND,
+    RULE_FIRED,
+    RULES_RECORDED,
+    RUN_EXITED,
+    RUN_STARTED,
+    STAGE_CLAIMED,
+    STAGE_DROPPED,
+    STAGE_FINISHED,
+    STAGE_SKIPPED,
+    STAGE_STARTED,
+    STOP_DONE,
+    STOP_REQUESTED,
+    VERIFY_STARTED,
+    WARNING,
+)
 from cockpit.common.printable import printable
 from cockpit.common.units import format_duration
 from cockpit.journal.fields import FIELD_TYPES, FieldType, field_type
@@ -51,8 +85,9 @@ from cockpit.journal.fields import FIELD_TYPES, FieldType, field_type
 Event = Mapping[str, Any]  # what a describer or the ownership check reads (any event)
 
 # The ownership scopes (see the module docstring).
-STAGE, RUN, DECISION, ANY, LOCAL = "stage", "run", "decision", "any", "local"
-SCOPES = (STAGE, RUN, DECISION, ANY, LOCAL)
+STAGE_SCOPE, RUN_SCOPE, DECISION_SCOPE = "stage", "run", "decision"
+ANY_SCOPE, LOCAL_SCOPE = "any", "local"
+SCOPES = (STAGE_SCOPE, RUN_SCOPE, DECISION_SCOPE, ANY_SCOPE, LOCAL_SCOPE)
 
 
 @dataclass(frozen=True)
@@ -61,7 +96,7 @@ class EventKind:
 
     kind: str
     scope: str  # which machine may write it (one of SCOPES)
-    writer: str  # the module (or engine part) that journals it
+    writer: str  # the modules that journal it (held to the code by test_journal_kinds)
     fields: Mapping[str, FieldType]  # its fields (beside seq, t, kind) and their types
     describe: Callable[[Event], str]
 
@@ -117,124 +152,124 @@ def _export_done(ev: Event) -> str:
 
 
 _KINDS = (
-    _kind("plan_recorded", LOCAL, "engine.actions", ("sha256", "path", "text_z"),
+    _kind(PLAN_RECORDED, LOCAL_SCOPE, "engine.journal_actions", ("sha256", "path", "text_z"),
               lambda ev: f"plan recorded as decided (sha256 {_short(ev.get('sha256'))})"),
-    _kind("plan_changed", LOCAL, "engine.actions", ("sha256", "path", "text_z"),
+    _kind(PLAN_CHANGED, LOCAL_SCOPE, "engine.journal_actions", ("sha256", "path", "text_z"),
               lambda ev: f"campaign file changed after the plan was decided (now sha256 "
                          f"{_short(ev.get('sha256'))}); the plan as decided still stands (D24)"),
-    _kind("environment_recorded", LOCAL, "engine.actions (start, the first run)",
+    _kind(ENVIRONMENT_RECORDED, LOCAL_SCOPE, "runs.env_record",
               ("python", "implementation", "os", "arch", "distributions",
                "distributions_sha256", "count"),
               lambda ev: "environment recorded at the first run start (the export warns of "
                          "a change)"),
-    _kind("rules_recorded", LOCAL, "engine.actions", ("sha256",),
+    _kind(RULES_RECORDED, LOCAL_SCOPE, "engine.launcher", ("sha256",),
               lambda ev: f"stop rules recorded (sha256 {_short(ev.get('sha256'))})"),
-    _kind("stage_claimed", STAGE, "engine.actions (start, before the launch)",
+    _kind(STAGE_CLAIMED, STAGE_SCOPE, "engine.launcher",
               ("stage", "run", "marker", "params_hash", "forced", "auto", "actor", "owner_pid",
                "owner_start", "out"),
               # The marker (COCKPIT_LAUNCH) is in the event; the line stays short.
               lambda ev: f"stage {ev.get('stage')} claimed for launch"),
-    _kind("stage_started", STAGE, "engine.actions (start, or the tick that reconciles a claim)",
+    _kind(STAGE_STARTED, STAGE_SCOPE, "engine.launcher, engine.journal_actions",
               ("stage", "run", "pid", "pgid", "create_time", "command", "exit_file", "stdout",
                "stderr", "gpus", "forced", "auto", "actor", "warning", "manual", "claim",
                "marker", "reconciled"),
               _stage_started),
-    _kind("run_started", RUN, "engine.actions",
+    _kind(RUN_STARTED, RUN_SCOPE, "engine.launcher",
               ("run", "stage", "pid", "pgid", "create_time", "command", "params_hash", "attempt",
                "gpus", "exit_file", "report", "marker"),
               lambda ev: f"run {ev.get('run')} started (params {_short(ev.get('params_hash'))})"),
-    _kind("run_exited", RUN, "engine.observe",
+    _kind(RUN_EXITED, RUN_SCOPE, "engine.exits",
               ("run", "stage", "code", "attempt", "signal", "elapsed_s"),
               lambda ev: f"run {ev.get('run')} exited with code {ev.get('code')}"),
-    _kind("stop_done", RUN, "engine.observe", ("run", "stage", "attempt", "rule"),
+    _kind(STOP_DONE, RUN_SCOPE, "engine.exits", ("run", "stage", "attempt", "rule"),
               lambda ev: f"run {ev.get('run')} stopped"),
-    _kind("stage_finished", STAGE, "engine.observe, engine.actions (mark)",
+    _kind(STAGE_FINISHED, STAGE_SCOPE, "engine.exits, engine.launcher, engine.journal_actions",
               ("stage", "outcome", "code", "reason", "manual", "actor", "elapsed_s"),
               _stage_finished),
-    _kind("stage_skipped", STAGE, "engine.actions", ("stage", "note", "actor"),
+    _kind(STAGE_SKIPPED, STAGE_SCOPE, "engine.journal_actions", ("stage", "note", "actor"),
               lambda ev: f"stage {ev.get('stage')} skipped"
               + (f": {ev['note']}" if ev.get("note") else "")),
-    _kind("stage_dropped", DECISION, "engine.actions (decide limit)", ("stage", "reason"),
+    _kind(STAGE_DROPPED, DECISION_SCOPE, "engine.journal_actions", ("stage", "reason"),
               lambda ev: f"stage {ev.get('stage')} dropped ({ev.get('reason')})"),
-    _kind("rule_fired", RUN, "engine.guards",
+    _kind(RULE_FIRED, RUN_SCOPE, "engine.launcher",
               ("run", "stage", "rule", "reason", "value", "threshold", "step", "action",
                "attempt", "actor"),
               lambda ev: f"rule {ev.get('rule')} fired on run {ev.get('run')}: "
               f"{ev.get('reason')}"),
-    _kind("rule_blind", RUN, "engine.guards",
+    _kind(RULE_BLIND, RUN_SCOPE, "engine.guards",
               ("key", "run", "stage", "rule", "metric", "reason", "attempt", "ended", "actor"),
               lambda ev: f"rule {ev.get('rule')} is blind on run {ev.get('run')}"
                          + (" (the run ended blind)" if ev.get("ended") else "")
                          + f": {ev.get('reason')}"),
-    _kind("stop_requested", RUN, "engine.actions (stop), engine.guards (rules, deadline)",
+    _kind(STOP_REQUESTED, RUN_SCOPE, "engine.launcher",
               ("run", "stage", "rule", "reason", "value", "step", "attempt", "actor"),
               lambda ev: f"stop of run {ev.get('run')} requested ({ev.get('rule')}): "
               f"{ev.get('reason')}"),
-    _kind("decision", DECISION, "engine.actions", ("stage", "outcome", "drops", "note", "actor"),
-              _decision),
-    _kind("note", ANY, "engine.actions", ("stage", "text", "actor"),
+    _kind(DECISION, DECISION_SCOPE, "engine.journal_actions",
+              ("stage", "outcome", "drops", "note", "actor"), _decision),
+    _kind(NOTE, ANY_SCOPE, "engine.journal_actions", ("stage", "text", "actor"),
               lambda ev: f"note on {ev.get('stage')}: {ev.get('text')}"),
-    _kind("cost", ANY, "engine.actions", ("label", "amount", "currency", "actor"),
+    _kind(COST, ANY_SCOPE, "engine.journal_actions", ("label", "amount", "currency", "actor"),
               lambda ev: f"cost {ev.get('label')}: {ev.get('amount')} {ev.get('currency')}"),
-    _kind("result_accepted", RUN, "engine.actions (accept), acceptance (auto)",
+    _kind(RESULT_ACCEPTED, RUN_SCOPE, "engine.journal_actions, close.acceptance",
               ("run", "stage", "result", "reason", "checks", "attempt", "actor", "override"),
               lambda ev: f"result of run {ev.get('run')} accepted"
                          + (" BY OVERRIDE (its acceptance checks failed)"
                             if ev.get("override") else "") + f": {ev.get('reason')}"),
-    _kind("result_rejected", RUN, "engine.actions (reject), acceptance (auto)",
+    _kind(RESULT_REJECTED, RUN_SCOPE, "engine.journal_actions, close.acceptance",
               ("run", "stage", "result", "reason", "checks", "attempt", "actor", "failed"),
               lambda ev: f"result of run {ev.get('run')} rejected: {ev.get('reason')}"),
-    _kind("resume_verified", RUN, "engine.actions (verify --resume)",
+    _kind(RESUME_VERIFIED, RUN_SCOPE, "engine.evidence",
               ("run", "ok", "path", "from_step", "compared", "diverged_step", "message",
                "seconds", "actor"),
               _resume_verified),
-    _kind("verify_started", RUN, "engine.observe (background verification)",
+    _kind(VERIFY_STARTED, RUN_SCOPE, "engine.verification",
               ("key", "run", "path", "attempt", "owner_pid", "owner_start", "limit_s", "retry"),
               lambda ev: f"verifying checkpoint of run {ev.get('run')} ({ev.get('path')})"),
-    _kind("checkpoint_verified", RUN, "engine.observe (auto), engine.actions (verify)",
+    _kind(CHECKPOINT_VERIFIED, RUN_SCOPE, "engine.evidence, engine.verification",
               ("run", "attempt", "auto", "actor", "path", "ok", "layout", "missing", "warnings",
                "error", "load_seconds", "wall_seconds", "step", "summary"),
               _checkpoint_verified),
-    _kind("warning", LOCAL, "engine.guards (deadline, hooks), engine.observe (GPU events)",
+    _kind(WARNING, LOCAL_SCOPE, "engine.exits, engine.guards, engine.hooks, engine.observer",
               ("message", "source", "key", "gpu", "event", "stage", "run"),
               lambda ev: f"warning: {ev.get('message')}"),
-    _kind("export_done", LOCAL, "export.bag",
+    _kind(EXPORT_DONE, LOCAL_SCOPE, "export.bag",
               ("path", "root", "size", "tar", "tar_size", "sha256", "verified", "artifacts",
                "reload_checked", "failures", "kept_failed", "current", "seconds", "fetch"),
               _export_done),
-    _kind("clock_jump", LOCAL, "engine (the tick's clock watch)",
+    _kind(CLOCK_JUMP, LOCAL_SCOPE, "engine.journal_actions",
               ("key", "from", "to", "seconds", "settle_s", "actor"),
               lambda ev: f"the wall clock jumped {_signed(ev.get('seconds'))} (from "
                          f"{ev.get('from')} to {ev.get('to')}): ages, graces and durations "
                          f"stay on the monotonic clock; rules on ages, the deadline guard and "
                          f"auto-start wait until it has been steady for "
                          f"{ev.get('settle_s')} s"),
-    _kind("claim_expired", RUN, "engine.actions (reconcile), engine.observe (verification)",
+    _kind(CLAIM_EXPIRED, RUN_SCOPE, "engine.launcher",
               ("stage", "run", "claim", "path", "owner_pid", "reason"),
               lambda ev: f"claim #{ev.get('claim')} of "
                          + (f"stage {ev.get('stage')}" if ev.get("stage") else
                             f"run {ev.get('run')}") + f" expired: {ev.get('reason')}"),
-    _kind("hook_started", LOCAL, "engine.guards", ("key", "hook", "pid", "for_seq"),
+    _kind(HOOK_STARTED, LOCAL_SCOPE, "engine.hooks", ("key", "hook", "pid", "for_seq"),
               lambda ev: f"hook {ev.get('hook')} started for event #{ev.get('for_seq')} "
               f"(pid {ev.get('pid')})"),
     # The target is named by label and scheme, never its URL (it holds a token).
-    _kind("alert_sent", LOCAL, "engine.alerting (its sender thread)",
+    _kind(ALERT_SENT, LOCAL_SCOPE, "engine.alerting",
               ("key", "alert", "target", "level", "attempt", "what", "for_seq"),
               lambda ev: f"alert sent to {ev.get('target')} ({ev.get('level')}): "
                          f"{ev.get('what')}"),
     # A delivery claimed before its send (issue 39): a conductor that dies mid-send
     # leaves a claim that the next one finishes once (it may repeat; never lost).
-    _kind("alert_claimed", LOCAL, "engine.alerting (its sender thread)",
+    _kind(ALERT_CLAIMED, LOCAL_SCOPE, "engine.alerting",
               ("key", "alert", "target", "level", "what", "title", "body", "for_seq"),
               lambda ev: f"alert to {ev.get('target')} claimed ({ev.get('level')}): "
                          f"{ev.get('what')}"),
-    _kind("alert_failed", LOCAL, "engine.alerting (its sender thread)",
+    _kind(ALERT_FAILED, LOCAL_SCOPE, "engine.alerting",
               ("key", "alert", "target", "level", "attempt", "what", "error", "final",
                "title", "body", "for_seq"),
               lambda ev: f"alert to {ev.get('target')} failed (attempt {ev.get('attempt')}"
                          f"{', given up' if ev.get('final') else ''}): {ev.get('error')}"),
     # One step of the landing (on_deadline: land; engine.landing), keyed once each.
-    _kind("landing", LOCAL, "engine.landing",
+    _kind(LANDING, LOCAL_SCOPE, "engine.landing",
               ("key", "phase", "text", "run", "attempt", "limit_s", "ok", "fetch", "actor"),
               lambda ev: f"landing, {ev.get('phase')}: {ev.get('text')}"),
 )
@@ -251,7 +286,7 @@ def owners(campaign: Campaign, event: Event) -> list[tuple[str, int]]:
     name a stage and a run: both count, so a machine's ``stage_started`` of its own stage
     cannot carry another machine's run."""
     scope = SCOPE.get(str(event.get("kind")))
-    if scope not in (STAGE, RUN, DECISION):
+    if scope not in (STAGE_SCOPE, RUN_SCOPE, DECISION_SCOPE):
         return []
     named: list[tuple[str, int]] = []
     run_id, stage_id = event.get("run"), event.get("stage")
@@ -277,7 +312,7 @@ def refusal(campaign: Campaign, event: Event, writer: int,
     for what, machine in owners(campaign, event):
         if machine == writer:
             continue
-        if kind == "stage_dropped" and event.get("stage") in dropped_by:
+        if kind == STAGE_DROPPED and event.get("stage") in dropped_by:
             continue  # dropped by that machine's own decision
         return (f"{what} runs on machine {machine}; a machine writes {kind} only for its "
                 "own stages")

@@ -29,13 +29,27 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.event_kinds import (
+    ALERT_CLAIMED,
+    ALERT_FAILED,
+    ALERT_SENT,
+    CLOCK_JUMP,
+    COST,
+    ENVIRONMENT_RECORDED,
+    HOOK_STARTED,
+    RESUME_VERIFIED,
+    RULE_BLIND,
+    STAGE_DROPPED,
+    VERIFY_STARTED,
+    WARNING,
+)
 from cockpit.common.units import other_cost
-from cockpit.journal.events import ANY, EVENT_KINDS, LOCAL, SCOPE, refusal
+from cockpit.journal.events import ANY_SCOPE, EVENT_KINDS, LOCAL_SCOPE, SCOPE, refusal
 from cockpit.journal.fields import Event
+from cockpit.journal.fold_draft import Folding, Handler
 from cockpit.journal.fold_records import RECORD_HANDLERS
 from cockpit.journal.fold_runs import RUN_HANDLERS
 from cockpit.journal.fold_stages import STAGE_HANDLERS
-from cockpit.journal.folding import Folding, Handler
 from cockpit.journal.peer_checks import peer_refusal
 from cockpit.journal.state import (
     DONE,
@@ -75,15 +89,15 @@ HANDLERS: Mapping[str, Handler] = {**STAGE_HANDLERS, **RUN_HANDLERS, **RECORD_HA
 # the environment, warnings, exports, hooks, clock jumps, blind rules, verifications,
 # alerts).
 FOLDED_AS_NOTHING = frozenset({
-    "environment_recorded", "warning", "hook_started", "clock_jump",
-    "rule_blind", "resume_verified", "verify_started", "alert_sent", "alert_failed",
-    "alert_claimed", "landing"})
+    ENVIRONMENT_RECORDED, WARNING, HOOK_STARTED, CLOCK_JUMP,
+    RULE_BLIND, RESUME_VERIFIED, VERIFY_STARTED, ALERT_SENT, ALERT_FAILED,
+    ALERT_CLAIMED, "landing"})
 assert set(HANDLERS) | FOLDED_AS_NOTHING == set(EVENT_KINDS), "every kind is folded"
 assert not set(HANDLERS) & FOLDED_AS_NOTHING
 # Kinds whose own events the ownership table never refuses (campaign-wide or local
 # records: ``refusal`` finds no owner to check), worked out here instead of per event.
-_NEVER_OWNED = frozenset(k for k, scope in SCOPE.items() if scope in (ANY, LOCAL)) - {
-    "cost", "stage_dropped"}
+_NEVER_OWNED = frozenset(k for k, scope in SCOPE.items() if scope in (ANY_SCOPE, LOCAL_SCOPE)) - {
+    "cost", STAGE_DROPPED}
 # Of those, the ones the state does not hold: an own one naming no run changes only
 # the newest seq (a million warnings fold at the cost of reading them).
 _RECORDS_ONLY = _NEVER_OWNED & FOLDED_AS_NOTHING
@@ -149,7 +163,7 @@ class IncrementalFold:
             tag = None  # a peer's copy tags its events with the machine's number
         writer = tag if tag is not None else self.machine
         peer = tag is not None and tag != self.machine
-        if peer and self.machine is not None and SCOPE.get(kind, LOCAL) == LOCAL:
+        if peer and self.machine is not None and SCOPE.get(kind, LOCAL_SCOPE) == LOCAL_SCOPE:
             return False  # the peer's own record (its plan, warnings, exports): not ours
         f = self.folding
         if writer is not None and (peer or (kind not in _NEVER_OWNED
@@ -177,7 +191,7 @@ class IncrementalFold:
         """Whether an own event needs the ownership checks: the answer depends only on
         its kind, run and stage (a plan is frozen), so it is worked out once for each
         (a million warnings cost one check). A drop and a cost are always checked."""
-        if kind in ("stage_dropped", "cost"):
+        if kind in (STAGE_DROPPED, "cost"):
             return True
         fields: Mapping[str, Any] = ev  # as read: a peer's or a test's may hold anything
         run, stage = fields.get("run"), fields.get("stage")
@@ -224,7 +238,7 @@ def _refusal(f: Folding, ev: Event, writer: int, peer: bool,
     why = refusal(f.campaign, ev, writer, dropped_by)
     if why is None and peer:
         why = peer_refusal(f.campaign, ev, f.stages, f.runs, f.decisions)
-    if why is None and ev.get("kind") == "cost":
+    if why is None and ev.get("kind") == COST:
         try:
             other_cost(ev.get("label"), ev.get("amount"), ev.get("currency", "USD"))
         except ValueError as exc:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import Decimal
 
+from cockpit.common.event_kinds import EXPORT_DONE, PLAN_CHANGED, PLAN_RECORDED, RULES_RECORDED
 from cockpit.common.units import Money, other_cost
 from cockpit.journal.fields import Event
-from cockpit.journal.folding import Folding, Handler, when
+from cockpit.journal.fold_draft import Folding, Handler, when
 from cockpit.journal.state import DROPPED, PENDING, CostEntry, Decision
 
 NOTES_KEPT = 50  # a stage's newest notes the state lists
@@ -76,11 +77,11 @@ def export_done(f: Folding, ev: Event) -> None:
 
 
 RECORD_HANDLERS: Mapping[str, Handler] = {
-    "plan_recorded": plan_recorded,
-    "plan_changed": plan_changed,
-    "rules_recorded": rules_recorded,
+    PLAN_RECORDED: plan_recorded,
+    PLAN_CHANGED: plan_changed,
+    RULES_RECORDED: rules_recorded,
     "decision": decision,
     "note": note,
     "cost": cost,
-    "export_done": export_done,
+    EXPORT_DONE: export_done,
 }

@@ -10,8 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cockpit.common.event_kinds import (
+    CHECKPOINT_VERIFIED,
+    RESULT_ACCEPTED,
+    RESULT_REJECTED,
+    RULE_FIRED,
+    RUN_EXITED,
+    RUN_STARTED,
+    STOP_DONE,
+    STOP_REQUESTED,
+)
 from cockpit.journal.fields import Event
-from cockpit.journal.folding import Draft, Folding, Handler, seconds, when
+from cockpit.journal.fold_draft import Draft, Folding, Handler, seconds, when
 from cockpit.journal.state import (
     FAILED,
     NOT_STARTED,
@@ -101,7 +111,7 @@ def verdict(f: Folding, ev: Event) -> None:
     run = f.run(ev)
     if run is None:
         return
-    rejected = ev.get("kind") == "result_rejected"
+    rejected = ev.get("kind") == RESULT_REJECTED
     failed = ev.get("failed")
     run.update(verdict="rejected" if rejected else "accepted",
                verdict_reason=ev.get("reason"),
@@ -122,12 +132,12 @@ def checkpoint_verified(f: Folding, ev: Event) -> None:
 
 
 RUN_HANDLERS: Mapping[str, Handler] = {
-    "run_started": run_started,
-    "run_exited": run_exited,
-    "stop_requested": stop_requested,
-    "stop_done": stop_done,
-    "rule_fired": rule_fired,
-    "result_accepted": verdict,
-    "result_rejected": verdict,
-    "checkpoint_verified": checkpoint_verified,
+    RUN_STARTED: run_started,
+    RUN_EXITED: run_exited,
+    STOP_REQUESTED: stop_requested,
+    STOP_DONE: stop_done,
+    RULE_FIRED: rule_fired,
+    RESULT_ACCEPTED: verdict,
+    RESULT_REJECTED: verdict,
+    CHECKPOINT_VERIFIED: checkpoint_verified,
 }

@@ -8,9 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cockpit.common.event_kinds import (
+    CLAIM_EXPIRED,
+    STAGE_CLAIMED,
+    STAGE_DROPPED,
+    STAGE_FINISHED,
+    STAGE_SKIPPED,
+    STAGE_STARTED,
+)
 from cockpit.journal.fields import Event
+from cockpit.journal.fold_draft import Folding, Handler, seconds, when
 from cockpit.journal.fold_runs import keep_attempt
-from cockpit.journal.folding import Folding, Handler, seconds, when
 from cockpit.journal.state import DONE, DROPPED, RUNNING, SKIPPED
 
 
@@ -80,10 +88,10 @@ def stage_dropped(f: Folding, ev: Event) -> None:
 
 
 STAGE_HANDLERS: Mapping[str, Handler] = {
-    "stage_claimed": stage_claimed,
-    "claim_expired": claim_expired,
-    "stage_started": stage_started,
-    "stage_finished": stage_finished,
-    "stage_skipped": stage_skipped,
-    "stage_dropped": stage_dropped,
+    STAGE_CLAIMED: stage_claimed,
+    CLAIM_EXPIRED: claim_expired,
+    STAGE_STARTED: stage_started,
+    STAGE_FINISHED: stage_finished,
+    STAGE_SKIPPED: stage_skipped,
+    STAGE_DROPPED: stage_dropped,
 }

@@ -65,6 +65,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, cast
 
+from cockpit.common.event_kinds import VERIFY_STARTED
 from cockpit.journal.cache import pack_bytes, unpack_bytes
 from cockpit.journal.fields import Event
 from cockpit.journal.format import (
@@ -371,7 +372,7 @@ class Journal:
             self._recent.extend(taken)
         self._kinds.update(map(itemgetter("kind"), taken))
         self._keys.update(key for ev in taken if "key" in ev and isinstance(key := ev["key"], str)
-                          and ev["kind"] != "verify_started")
+                          and ev["kind"] != VERIFY_STARTED)
         if not self.bounded:
             self._events.extend(taken)
         if self._follower is not None:

@@ -10,8 +10,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.event_kinds import (
+    RESULT_ACCEPTED,
+    RESULT_REJECTED,
+    STAGE_CLAIMED,
+    STAGE_DROPPED,
+    STAGE_FINISHED,
+    STAGE_SKIPPED,
+    STAGE_STARTED,
+    STOP_REQUESTED,
+)
 from cockpit.common.printable import printable
-from cockpit.journal.events import DECISION, RUN, SCOPE, STAGE
+from cockpit.journal.events import DECISION_SCOPE, RUN_SCOPE, SCOPE, STAGE_SCOPE
 from cockpit.journal.fields import Event
 from cockpit.journal.state import (
     DONE,
@@ -34,9 +44,9 @@ def peer_refusal(campaign: Campaign, ev: Event, stages: Mapping[str, Any],
     kind = str(ev.get("kind"))
     scope = SCOPE.get(kind)
     stage_id, run_id = ev.get("stage"), ev.get("run")
-    if scope == RUN and not (isinstance(run_id, str) and run_id in campaign.runs):
+    if scope == RUN_SCOPE and not (isinstance(run_id, str) and run_id in campaign.runs):
         return f"run {run_id} is not in the plan"
-    if (scope in (STAGE, DECISION) or kind == "note") and not (
+    if (scope in (STAGE_SCOPE, DECISION_SCOPE) or kind == "note") and not (
             isinstance(stage_id, str) and stage_id in stages):
         return f"stage {stage_id} is not in the plan"
     st: Mapping[str, Any] = stages.get(stage_id, {}) if isinstance(stage_id, str) else {}
@@ -48,16 +58,16 @@ def peer_refusal(campaign: Campaign, ev: Event, stages: Mapping[str, Any],
 
 def _stage_refusal(kind: str, ev: Event, st: Mapping[str, Any]) -> str | None:
     stage_id, state = ev.get("stage"), st.get("state", PENDING)
-    if kind == "stage_claimed" and state in (RUNNING, SKIPPED, DROPPED):
+    if kind == STAGE_CLAIMED and state in (RUNNING, SKIPPED, DROPPED):
         return f"stage {stage_id} is {state}"
-    if kind == "stage_started" and (state in (SKIPPED, DROPPED) or (
+    if kind == STAGE_STARTED and (state in (SKIPPED, DROPPED) or (
             state == RUNNING and (st.get("claim") is None or ev.get("claim") != st["claim"]))):
         return f"stage {stage_id} is {'already ' if state == RUNNING else ''}{state}"
-    if kind == "stage_finished" and state != RUNNING:
+    if kind == STAGE_FINISHED and state != RUNNING:
         return f"stage {stage_id} is not running ({state})"
     # A decision drops its stages in the fold already; its stage_dropped lines follow.
-    if kind in ("stage_skipped", "stage_dropped") and state not in (
-            (PENDING,) if kind == "stage_skipped" else (PENDING, DROPPED)):
+    if kind in (STAGE_SKIPPED, STAGE_DROPPED) and state not in (
+            (PENDING,) if kind == STAGE_SKIPPED else (PENDING, DROPPED)):
         return f"stage {stage_id} is {state}, not pending"
     return None
 
@@ -65,12 +75,12 @@ def _stage_refusal(kind: str, ev: Event, st: Mapping[str, Any]) -> str | None:
 def _run_refusal(campaign: Campaign, kind: str, ev: Event,
                  run: Mapping[str, Any]) -> str | None:
     run_id, run_state = ev.get("run"), run.get("state", NOT_STARTED)
-    if kind == "stop_requested":
+    if kind == STOP_REQUESTED:
         if run_state != RUNNING or ev.get("attempt") != run.get("attempt"):
             return f"run {run_id} is not running (this attempt)"
         if run.get("stop") is not None:
             return f"run {run_id} is already being stopped"
-    if kind == "result_accepted":
+    if kind == RESULT_ACCEPTED:
         spec = campaign.runs[str(run_id)]
         if not spec.produces_result:
             return f"run {run_id} produces no result (D21)"
@@ -78,7 +88,7 @@ def _run_refusal(campaign: Campaign, kind: str, ev: Event,
             return f"run {run_id} was stopped: a stopped run is never an accepted result (D15)"
         if run_state != SUCCEEDED:
             return f"run {run_id} is {run_state.replace('_', ' ')}, not ended successfully"
-    if kind == "result_rejected" and run_state in (NOT_STARTED, RUNNING):
+    if kind == RESULT_REJECTED and run_state in (NOT_STARTED, RUNNING):
         return f"run {run_id} is {run_state.replace('_', ' ')}"
     return None
 

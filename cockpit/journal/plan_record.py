@@ -18,9 +18,10 @@ from typing import Any
 
 from cockpit.campaign import Campaign, load_campaign_text
 from cockpit.common.errors import InputError
+from cockpit.common.event_kinds import PLAN_CHANGED, PLAN_RECORDED
 from cockpit.journal.log import parse_time
 
-PLAN_KINDS = ("plan_recorded", "plan_changed")
+PLAN_KINDS = (PLAN_RECORDED, PLAN_CHANGED)
 
 
 def pack(text: str) -> str:

@@ -5,7 +5,7 @@ journal), ``next`` and the faces' engine all read.
 ``history_of`` is the pure part: merge the own events with the peers' (ordered by time,
 then machine), then ``fold_history`` keeps only what each writer owns and returns the
 state and the events folded. ``read_history`` is its I/O edge for the one-shot
-commands: the own journal folded by :class:`~cockpit.journal.folded.FoldedHistory`
+commands: the own journal folded by :class:`~cockpit.journal.live_fold.FoldedHistory`
 (from the state cache when it fits, which it never writes), and the peers' events,
 handed in by the caller (the CLI reads the copies under ``.cockpit/peers/<N>/`` through
 the fleet, after one pull, as ``status`` does): the journal layer knows no fleet. The
@@ -21,7 +21,7 @@ from datetime import datetime
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import InputError
 from cockpit.journal.fold import CampaignState, fold_history
-from cockpit.journal.folded import FoldedHistory
+from cockpit.journal.live_fold import FoldedHistory
 from cockpit.journal.merge import Events
 from cockpit.journal.writer import Event
 

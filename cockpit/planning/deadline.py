@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cockpit.campaign.model import Campaign, Stage
+from cockpit.common.event_kinds import EXPORT_DONE
 from cockpit.common.units import format_bytes, format_duration
 
 CLOSING_ROLES = ("export", "retrieval")
@@ -99,7 +100,7 @@ def export_size(event: Mapping[str, Any]) -> int | None:
     """The real size of the export an ``export_done`` event wrote: its tar (what is
     fetched), else the bag; None for another event or for an export kept beside the
     current one after failing verification (the current one is still what is fetched)."""
-    if event.get("kind") != "export_done" or event.get("kept_failed"):
+    if event.get("kind") != EXPORT_DONE or event.get("kept_failed"):
         return None
     for key in ("tar_size", "size"):
         value = event.get(key)

@@ -14,28 +14,27 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from cockpit.common.event_kinds import ENVIRONMENT_RECORDED
 from cockpit.journal.writer import Event, JournalView
 from cockpit.runs.provenance import compact_changes, compact_environment
-
-ENV_KIND = "environment_recorded"
 
 
 def record_environment(txn: JournalView, now: datetime) -> list[Event]:
     """Journal the environment once, at the first run start (nothing when it is there
     already, or when it cannot be collected: a start is never refused for it)."""
-    if txn.has_kind(ENV_KIND):
+    if txn.has_kind(ENVIRONMENT_RECORDED):
         return []
     try:
         fields = compact_environment()
     except Exception:  # noqa: BLE001 - odd metadata must never stop a launch
         return []
-    return [txn.append(ENV_KIND, now=now, **fields)]
+    return [txn.append(ENVIRONMENT_RECORDED, now=now, **fields)]
 
 
 def recorded_environment(events: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The environment journaled at the first run start (None: not recorded)."""
     for ev in events:
-        if ev.get("kind") == ENV_KIND:
+        if ev.get("kind") == ENVIRONMENT_RECORDED:
             return dict(ev)
     return None
 

@@ -4,7 +4,7 @@ The engine ticks in a thread worker; a one-shot timer is re-armed when a tick is
 delivered, so ticks never overlap and a slow tick delays the next instead of piling
 up. Each tick posts ``SnapshotTaken`` with the frozen Snapshot; its handler rings for a
 fired rule and sets the ``snapshot`` reactive, which the screens follow (the main
-screen, :mod:`cockpit.tui.screen`, draws it in place while it is the current one).
+screen, :mod:`cockpit.tui.main_screen`, draws it in place while it is the current one).
 Actions that write the journal run in the action worker (:meth:`CockpitApp.act`) and
 toast what they wrote; refusals are shown, never raised.
 """
@@ -34,6 +34,7 @@ from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from cockpit.common.errors import InputError
+from cockpit.common.event_kinds import RULE_FIRED
 from cockpit.common.printable import printable, printable_block
 from cockpit.engine import (
     ActionRefused,
@@ -47,7 +48,7 @@ from cockpit.engine.snapshot import Snapshot
 from cockpit.headless.status_log import RotatingFile, compact_json, dumps
 from cockpit.tui.dialogs import ConfirmScreen, InfoScreen
 from cockpit.tui.keymap import load_keymap
-from cockpit.tui.screen import CockpitScreen
+from cockpit.tui.main_screen import CockpitScreen
 from cockpit.tui.themes import ThemeFile, ThemeMissing, resolve
 from cockpit.tui.untrusted import DropUnprintable
 
@@ -295,7 +296,7 @@ class CockpitApp(App[int]):
         if message.recorded is not None:
             self.recorded = message.recorded
         for ev in snap.new_events:
-            if ev.kind == "rule_fired" and not ev.earlier:
+            if ev.kind == RULE_FIRED and not ev.earlier:
                 self.bell()
                 self.notify(ev.text, title="stop rule fired", severity="error", timeout=15)
         self.snapshot = snap

@@ -30,7 +30,7 @@ from cockpit.tui.dialogs import (
     PickScreen,
     WaitScreen,
 )
-from cockpit.tui.screens import LogScreen, SnapshotScreen
+from cockpit.tui.full_screens import LogScreen, SnapshotScreen
 
 CANCEL = "n / Esc cancels"
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from cockpit.campaign import load_campaign
 from cockpit.campaign.model import Campaign
-from cockpit.journal.events import EVENT_KINDS, LOCAL, SCOPE
+from cockpit.journal.events import EVENT_KINDS, LOCAL_SCOPE, SCOPE
 from cockpit.journal.fold import DONE, NOT_STARTED, PENDING, RUNNING, SUCCEEDED, fold
 from cockpit.journal.read import history_of
 from tests.helpers.campaigns import FIXED_START, step_command, write_campaign
@@ -186,7 +186,7 @@ def test_this_machines_own_lines_about_another_machine_are_dropped_too(plan: Cam
 def test_the_table_covers_every_kind() -> None:
     assert set(SCOPE) == set(EVENT_KINDS)
     assert SCOPE["stop_requested"] == SCOPE["result_accepted"] == "run"
-    assert SCOPE["plan_recorded"] == LOCAL
+    assert SCOPE["plan_recorded"] == LOCAL_SCOPE
 
 
 def test_many_dropped_lines_are_counted_not_listed(plan: Campaign) -> None:

@@ -1,5 +1,5 @@
 """The engine's read of the flight recording for the faces (issue 27,
-cockpit/engine/recorded.py): a recording written through the recorder's own API at past
+cockpit/engine/telemetry_history.py): a recording written through the recorder's own API at past
 times reads back per GPU; a missing or garbage file is an empty answer with its reason,
 never an error; on a time axis a column with nothing recorded is None, never 0."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.engine import Recorded, columns, thinned
-from cockpit.engine.recorded import read_recorded
+from cockpit.engine.telemetry_history import read_recorded
 from cockpit.telemetry.flight import FlightRecorder, Point
 from tests.unit.test_recorder import gpu, host
 

@@ -21,7 +21,7 @@ from cockpit.campaign import Campaign, load_campaign
 from cockpit.engine import Engine
 from cockpit.journal import cache as cache_module
 from cockpit.journal.fold import CampaignState, fold
-from cockpit.journal.folded import FoldedHistory
+from cockpit.journal.live_fold import FoldedHistory
 from cockpit.journal.log import Journal
 from cockpit.journal.paths import CampaignFiles
 from tests.engine.test_engine_guards import FakeClock, FakeSupervisor
@@ -205,7 +205,7 @@ WRITER = """
 import sys
 from pathlib import Path
 from cockpit.campaign import load_campaign
-from cockpit.journal.folded import FoldedHistory
+from cockpit.journal.live_fold import FoldedHistory
 from cockpit.journal.log import Journal
 from cockpit.journal.paths import CampaignFiles
 campaign = load_campaign(Path(sys.argv[1]))

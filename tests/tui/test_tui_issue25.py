@@ -33,8 +33,8 @@ from cockpit.tui.dialogs import (  # noqa: E402
     PickScreen,
     WaitScreen,
 )
+from cockpit.tui.full_screens import ChartScreen  # noqa: E402
 from cockpit.tui.keybar import BarKey, KeyBar, key_bar_text, urgent_actions  # noqa: E402
-from cockpit.tui.screens import ChartScreen  # noqa: E402
 from tests.helpers.campaigns import FINITE, step_command, write_campaign  # noqa: E402
 from tests.helpers.process import run_cockpit  # noqa: E402
 from tests.helpers.tui_campaign import NOW, running_campaign  # noqa: E402

@@ -19,8 +19,8 @@ from cockpit.engine import Engine  # noqa: E402
 from cockpit.telemetry import GpuSampler  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
 from cockpit.tui.dialogs import ConfirmScreen, FormScreen, InfoScreen, PickScreen  # noqa: E402
+from cockpit.tui.full_screens import ChartScreen, LogScreen  # noqa: E402
 from cockpit.tui.keymap import parse_keymap  # noqa: E402
-from cockpit.tui.screens import ChartScreen, LogScreen  # noqa: E402
 from tests.engine.test_engine_guards import FakeSupervisor  # noqa: E402
 from tests.helpers.campaigns import FIXED_START, write_campaign  # noqa: E402
 from tests.helpers.tui_campaign import NOW, running_campaign, write_reports  # noqa: E402

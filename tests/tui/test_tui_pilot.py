@@ -30,7 +30,7 @@ from cockpit.tui.dialogs import (  # noqa: E402
     InfoScreen,
     PickScreen,
 )
-from cockpit.tui.screens import TimelineScreen  # noqa: E402
+from cockpit.tui.full_screens import TimelineScreen  # noqa: E402
 from tests.helpers.campaigns import FINITE, step_command, write_campaign  # noqa: E402
 from tests.helpers.process import pilot_until  # noqa: E402
 

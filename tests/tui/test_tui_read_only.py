@@ -11,7 +11,7 @@ import pytest
 
 from cockpit.common.errors import ActionRefused
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.screen import JOURNAL_ACTIONS
+from cockpit.tui.main_screen import JOURNAL_ACTIONS
 from tests.helpers.tui_campaign import running_campaign
 from tests.tui.test_tui_pilot import flow_done, until
 

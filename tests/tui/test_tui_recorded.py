@@ -35,9 +35,9 @@ from cockpit.telemetry.flight import (  # noqa: E402
 from cockpit.tui import text as tx  # noqa: E402
 from cockpit.tui.app import CockpitApp  # noqa: E402
 from cockpit.tui.chart_data import TELEMETRY  # noqa: E402
+from cockpit.tui.full_screens import ChartScreen, TimelineScreen  # noqa: E402
 from cockpit.tui.panels.gpus import spark_cells  # noqa: E402
 from cockpit.tui.panels.timeline import _Scale, timeline_text  # noqa: E402
-from cockpit.tui.screens import ChartScreen, TimelineScreen  # noqa: E402
 from tests.helpers.campaigns import write_campaign  # noqa: E402
 from tests.helpers.process import pilot_until, wait_for  # noqa: E402
 from tests.tui.test_tui_snapshots import (  # noqa: E402

@@ -14,8 +14,8 @@ pytest.importorskip("textual")
 
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.dialogs import FormScreen  # noqa: E402
+from cockpit.tui.full_screens import ChartScreen  # noqa: E402
 from cockpit.tui.panels.base import LEVEL_CLASSES  # noqa: E402
-from cockpit.tui.screens import ChartScreen  # noqa: E402
 from cockpit.tui.themes import discover  # noqa: E402
 from tests.helpers.tui_campaign import running_campaign  # noqa: E402
 from tests.tui.test_tui_pilot import until  # noqa: E402

@@ -81,6 +81,7 @@ outside = sorted(m for m in sys.modules
                  if m.startswith("cockpit.") and not m.startswith("cockpit.campaign")
                  and m not in ("cockpit.common", "cockpit.common.units",
                                "cockpit.common.errors", "cockpit.common.durations",
+                               "cockpit.common.event_kinds",
                                "cockpit.common.layout"))
 print("OUTSIDE", outside)
 """
@@ -106,7 +107,7 @@ print("LOADED", sorted(sys.modules))
 PLANNING_MAY = ("cockpit.planning", "cockpit.campaign", "cockpit.common",
                 "cockpit.journal.fold", "cockpit.journal.format", "cockpit.journal.events",
                 "cockpit.journal.fields", "cockpit.journal.peer_checks", "cockpit.journal.state",
-                "cockpit.journal.folding")
+                "cockpit.journal.fold_draft")
 IO_MODULES = ("subprocess", "socket", "fcntl", "threading", "psutil", "pynvml")
 
 

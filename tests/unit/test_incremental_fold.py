@@ -19,7 +19,7 @@ from cockpit.journal import folded
 from cockpit.journal.events import event_problem
 from cockpit.journal.fields import Event
 from cockpit.journal.fold import IncrementalFold, fold
-from cockpit.journal.folded import FoldedHistory, _decode_fold, _encode_fold
+from cockpit.journal.live_fold import FoldedHistory, _decode_fold, _encode_fold
 from cockpit.journal.log import Journal
 from cockpit.journal.read import history_of
 from tests.unit.test_journal_kinds import _PLAN, T0, _event, _plan

@@ -6,6 +6,7 @@ Pure and fast but for the reader's checks, which read real journal files."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from datetime import datetime, timedelta, timezone
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from cockpit.campaign import load_campaign
 from cockpit.campaign.model import STATE_DIR, Campaign
+from cockpit.common import event_kinds as kinds
 from cockpit.journal.events import EVENT_KINDS, SCOPES, describe_event, event_problem
 from cockpit.journal.fields import ANY, FIELD_TYPES, Event
 from cockpit.journal.fold import FOLDED_AS_NOTHING, HANDLERS, fold
@@ -112,20 +114,96 @@ def test_the_typed_event_names_every_field_of_the_table() -> None:
         assert set(kind.fields) <= names, (kind.kind, set(kind.fields) - names)
 
 
-_WRITES = re.compile(r"(?:txn|journal|log)\.append\(\s*\"(\w+)\"|_?journal_once\(\s*\"(\w+)\"")
+def _package() -> dict[str, ast.Module]:
+    """Every module of the package but the user's templates, parsed, by dotted name
+    (without ``cockpit.``)."""
+    modules = {}
+    for path in sorted((ROOT / "cockpit").rglob("*.py")):
+        if "templates" in path.parts:
+            continue  # the user's code: it never imports the cockpit's internals
+        name = ".".join(path.relative_to(ROOT / "cockpit").with_suffix("").parts)
+        modules[name] = ast.parse(path.read_text(encoding="utf-8"))
+    return modules
 
 
-def test_every_kind_the_cockpit_writes_is_in_the_table() -> None:
-    """Found in the source: every ``txn.append("kind"``, ``journal.append(...)``,
-    ``log.append(...)`` and ``_journal_once("kind"`` of the package."""
-    written: dict[str, str] = {}
-    for path in (ROOT / "cockpit").rglob("*.py"):
-        for match in _WRITES.finditer(path.read_text(encoding="utf-8")):
-            written[match[1] or match[2]] = str(path.relative_to(ROOT))
-    assert {"stage_started", "export_done", "result_accepted", "clock_jump"} <= set(written)
-    unknown = {k: where for k, where in written.items() if k not in EVENT_KINDS}
-    assert not unknown
-    assert "environment_recorded" in EVENT_KINDS  # written through env_record.ENV_KIND
+_ONCE = ("journal_once", "RecordOnce")  # (kind, key, ...): a once-only event
+_JOURNALS = ("txn", "journal")  # what a journal is called where it is appended to
+
+
+def _writes(tree: ast.Module) -> list[ast.expr]:
+    """The kind argument of every journal write in a module: ``txn.append(kind, …)``,
+    ``….journal.append(kind, …)``, ``journal_once(kind, …)``, ``RecordOnce(kind, …)``."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "append":
+            owner = func.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if name in _JOURNALS:
+                found.append(node.args[0])
+        elif (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _ONCE:
+            found.append(node.args[0])
+    return found
+
+
+def test_the_kind_names_are_declared_once_and_the_table_has_a_row_for_each() -> None:
+    declared = {name: value for name, value in vars(kinds).items() if name.isupper()}
+    assert sorted(declared.values()) == sorted(EVENT_KINDS)
+    assert all(value == name.lower() for name, value in declared.items())
+
+
+def test_no_module_retypes_a_kind_name() -> None:
+    """One vocabulary: a kind's name is written once, in cockpit/common/event_kinds.py; every
+    other module names it through the constant (a typo is then an import error, not a
+    silently unfolded event). The plain-word kinds (note, cost, decision, warning,
+    landing) are also ordinary words (a field, a command), so they are held where a kind
+    is written: the journal writes below."""
+    retyped = []
+    for name, tree in _package().items():
+        if name == "common.event_kinds":
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and "_" in node.value and node.value in EVENT_KINDS):
+                retyped.append(f"cockpit/{name.replace('.', '/')}.py:{node.lineno}: "
+                               f"{node.value!r}")
+    assert not retyped, "use cockpit.common.event_kinds:\n" + "\n".join(retyped)
+
+
+def test_every_journal_write_names_its_kind_from_the_vocabulary() -> None:
+    constants = {name for name in vars(kinds) if name.isupper()}
+    literal, writes = [], 0
+    for name, tree in _package().items():
+        for arg in _writes(tree):
+            writes += 1
+            if isinstance(arg, ast.Constant):
+                literal.append(f"{name}:{arg.lineno}: {arg.value!r}")
+            elif isinstance(arg, ast.Name) and arg.id.isupper():
+                assert arg.id in constants, f"{name}:{arg.lineno}: {arg.id} is not a kind"
+    assert writes > 40 and not literal, literal
+
+
+def test_the_writer_column_names_the_modules_that_write_each_kind() -> None:
+    """The table's writer column is held to the code both ways: every module it names
+    exists and uses the kind's constant, and every module that journals a kind by its
+    constant (``append``, ``journal_once``, ``RecordOnce``) is named."""
+    modules = _package()
+    named_of = {row.kind: {w.strip() for w in row.writer.split(",")}
+                for row in EVENT_KINDS.values()}
+    for kind, named in named_of.items():
+        constant = kind.upper()
+        for module in named:
+            assert module in modules, f"{kind}: writer {module} does not exist"
+            uses = {n.id for n in ast.walk(modules[module]) if isinstance(n, ast.Name)}
+            assert constant in uses, f"{kind}: {module} never names {constant}"
+    for module, tree in modules.items():
+        for arg in _writes(tree):
+            if isinstance(arg, ast.Name) and arg.id.lower() in named_of:
+                assert module in named_of[arg.id.lower()], \
+                    f"{module} journals {arg.id.lower()} but the table's writers are " \
+                    f"{sorted(named_of[arg.id.lower()])}"
 
 
 # ----------------------------------------------------------------------- the fold

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from rich.style import Style
 from textual.widgets import RichLog
 
+from cockpit.common.event_kinds import RULE_FIRED, STOP_REQUESTED, WARNING
 from cockpit.engine.snapshot import Snapshot
 from cockpit.tui.panels.base import LEVEL_CLASSES, level, resolve, styled
 
@@ -26,7 +27,7 @@ class EventLog(RichLog):
             if ev.seq <= self._seq:
                 continue
             self._seq = ev.seq
-            style: str | Style = level("fired") if ev.kind in ("rule_fired", "stop_requested") \
-                else (level("warn") if ev.kind == "warning" else "")
+            style: str | Style = level("fired") if ev.kind in (RULE_FIRED, STOP_REQUESTED) \
+                else (level("warn") if ev.kind == WARNING else "")
             self.write(resolve(self, styled([(f"{ev.at:%m-%d %H:%M:%S} ", level("muted")),
                                              (ev.text, style)])))

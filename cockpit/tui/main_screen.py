@@ -1,6 +1,6 @@
 """The main screen: the panels' layout, the campaign's keys and what they may do now.
 
-It follows the app's latest Snapshot (:class:`~cockpit.tui.screens.SnapshotScreen`):
+It follows the app's latest Snapshot (:class:`~cockpit.tui.full_screens.SnapshotScreen`):
 every Snapshot feeds the GPU history and the last fired rule; the panels are drawn in
 place inside ``batch_update`` while a person sees this screen (on top, or under a
 dialog: the dashboard never freezes behind one), and again when it shows once more. A
@@ -19,13 +19,14 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Size
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.event_kinds import RULE_FIRED
 from cockpit.engine import Recorded
 from cockpit.engine.snapshot import Snapshot
 from cockpit.tui import offers, panels
 from cockpit.tui.dialogs import InfoScreen
 from cockpit.tui.flows import FlowScreen
+from cockpit.tui.full_screens import ChartScreen, TimelineScreen
 from cockpit.tui.keybar import KeyBar, urgent_actions
-from cockpit.tui.screens import ChartScreen, TimelineScreen
 
 # The keys that write the journal (greyed in the key bar when they do not apply now).
 JOURNAL_ACTIONS = ("start_stage", "stop_run", "verify", "decide", "accept", "reject", "mark",
@@ -122,7 +123,7 @@ class CockpitScreen(FlowScreen):
     # ------------------------------------------------------------------ drawing
     def snapshot_taken(self, snap: Snapshot) -> None:
         for ev in snap.new_events:
-            if ev.kind == "rule_fired":
+            if ev.kind == RULE_FIRED:
                 self.last_fired = (str(ev.fields.get("rule")), str(ev.fields.get("run")))
         seed = getattr(self.app, "seed", None)
         if isinstance(seed, Recorded) and not self._seeded:

@@ -42,7 +42,7 @@ from cockpit.journal.fold import (
     RefusedEvents,
     fold_history,
 )
-from cockpit.journal.folding import Folding
+from cockpit.journal.fold_draft import Folding
 from cockpit.journal.merge import Events, merge_events, merge_key
 from cockpit.journal.writer import JournalWriter
 

@@ -17,6 +17,20 @@ from typing import Any
 
 from cockpit.campaign.model import Campaign, Run
 from cockpit.common.errors import ActionRefused, InputError
+from cockpit.common.event_kinds import (
+    CLOCK_JUMP,
+    COST,
+    DECISION,
+    NOTE,
+    PLAN_CHANGED,
+    PLAN_RECORDED,
+    RESULT_ACCEPTED,
+    RESULT_REJECTED,
+    STAGE_DROPPED,
+    STAGE_FINISHED,
+    STAGE_SKIPPED,
+    STAGE_STARTED,
+)
 from cockpit.common.units import other_cost, plain_amount
 from cockpit.engine.affordances import judge_refusal, mark_refusal, no_result_refusal
 from cockpit.engine.clockwatch import ClockJump
@@ -40,7 +54,7 @@ def record_plan(txn: JournalView, campaign: Campaign, state: CampaignState,
                 now: datetime) -> None:
     """The plan as decided: its hash and full text, once (D24)."""
     if state.plan_hash is None:
-        txn.append("plan_recorded", now=now, sha256=campaign.sha256,
+        txn.append(PLAN_RECORDED, now=now, sha256=campaign.sha256,
                    path=str(campaign.path), text_z=pack(campaign.text))
 
 
@@ -79,7 +93,7 @@ class Recorder:
         with self.history.journal.transaction() as txn:
             current = self.history.fold_locked(now)
             if current.latest_plan_hash not in (None, plan.sha256):
-                txn.append("plan_changed", now=now, sha256=plan.sha256,
+                txn.append(PLAN_CHANGED, now=now, sha256=plan.sha256,
                            path=str(plan.path), text_z=pack(plan.text))
 
     def record_clock_jump(self, jump: ClockJump, settle_s: float, now: datetime) -> None:
@@ -87,7 +101,7 @@ class Recorder:
         Two cockpits of one journal see the same step: its size and minute key it once."""
         key = f"clock_jump:{round(jump.seconds)}:{jump.actual.strftime('%Y%m%dT%H%M')}"
         self.history.journal_once(
-            "clock_jump", key, now, seconds=round(jump.seconds, 3), settle_s=settle_s,
+            CLOCK_JUMP, key, now, seconds=round(jump.seconds, 3), settle_s=settle_s,
             actor=self.actor,
             **{"from": format_time(jump.expected), "to": format_time(jump.actual)})
 
@@ -136,7 +150,7 @@ class Recorder:
             if current.verdict == "accepted":
                 return None
             fields: dict[str, Any] = {"override": True, "checks": failed} if failed else {}
-            return txn.append("result_accepted", now=now, run=run_id, reason=note or "accepted",
+            return txn.append(RESULT_ACCEPTED, now=now, run=run_id, reason=note or "accepted",
                               result=spec.result_id, actor=self.actor, **fields)
 
     def reject(self, run_id: str, note: str, now: datetime | None = None
@@ -153,7 +167,7 @@ class Recorder:
             self._judgeable(run_id, current, rejecting=True)
             if current.verdict == "rejected":
                 return None
-            return txn.append("result_rejected", now=now, run=run_id, reason=note,
+            return txn.append(RESULT_REJECTED, now=now, run=run_id, reason=note,
                               result=spec.result_id, actor=self.actor)
 
     def _result_run(self, run_id: str) -> Run:
@@ -174,7 +188,7 @@ class Recorder:
         self.scope.stage(stage_id)
         if not text.strip():
             raise InputError("note: the text is empty")
-        return self.history.journal.append("note", now=now or self.clock.now(),
+        return self.history.journal.append(NOTE, now=now or self.clock.now(),
                                            stage=stage_id, text=text, actor=self.actor)
 
     def cost(self, label: str, amount: str, currency: str = "USD",
@@ -185,7 +199,7 @@ class Recorder:
             raise InputError(f"cost: {exc}") from None
         # The exact text of the Decimal: no float on the way to the journal.
         return self.history.journal.append(
-            "cost", now=now or self.clock.now(), label=label,
+            COST, now=now or self.clock.now(), label=label,
             amount=plain_amount(money.amount), currency=money.currency, actor=self.actor)
 
     # ------------------------------------------------------------------ mark
@@ -208,20 +222,20 @@ class Recorder:
             for kind, extra in self._mark_events(stage_id, st.state, what, note):
                 written.append(txn.append(kind, now=now, **fields, **extra))
             if note and what != "skipped":
-                written.append(txn.append("note", now=now, text=note, **fields))
+                written.append(txn.append(NOTE, now=now, text=note, **fields))
             return written
 
     def _mark_events(self, stage_id: str, now_state: str, what: str, note: str | None
                      ) -> list[tuple[str, dict[str, Any]]]:
         """The events a mark writes (:func:`mark_refusal` said it may)."""
         stage = self.campaign.stage(stage_id)
-        start = ("stage_started", {"manual": True, "run": stage.run})
+        start = (STAGE_STARTED, {"manual": True, "run": stage.run})
         if what == "started":
             return [start]
         if what == "done":
-            finish = ("stage_finished", {"outcome": DONE, "manual": True})
+            finish = (STAGE_FINISHED, {"outcome": DONE, "manual": True})
             return [finish] if now_state == RUNNING else [start, finish]
-        return [("stage_skipped", {"note": note})]
+        return [(STAGE_SKIPPED, {"note": note})]
 
     # ------------------------------------------------------------------ decisions (D4)
     def decide(self, outcome: str, *, stage: str | None = None, drops: Iterable[str] = (),
@@ -240,10 +254,10 @@ class Recorder:
                                         "not yet started can be dropped")
             self._refuse_last_variant(state, drops)
             record_plan(txn, self.campaign, state, now)
-            written = [txn.append("decision", now=now, stage=stage, outcome=outcome,
+            written = [txn.append(DECISION, now=now, stage=stage, outcome=outcome,
                                   drops=list(drops), note=note, actor=self.actor)]
             for d in drops:
-                written.append(txn.append("stage_dropped", now=now, stage=d,
+                written.append(txn.append(STAGE_DROPPED, now=now, stage=d,
                                           reason=f"limit decision at {stage}: {note}"))
             return written
 

@@ -29,6 +29,7 @@ from textual.widgets import Label, RichLog
 from textual_plotext import PlotextPlot
 
 from cockpit.campaign.model import Campaign
+from cockpit.common.event_kinds import RULE_BLIND, RULE_FIRED, RUN_EXITED, STAGE_FINISHED, STOP_DONE
 from cockpit.common.printable import printable
 from cockpit.engine import Recorded
 from cockpit.engine.snapshot import Slot, Snapshot
@@ -49,7 +50,7 @@ from cockpit.tui.decision import thresholds
 from cockpit.tui.panels.timeline import Timeline
 
 BEHIND_DIALOG_S = 5.0  # the dashboard behind a dialog draws this often (and on a rule)
-URGENT_KINDS = frozenset({"rule_fired", "rule_blind", "run_exited", "stage_finished", "stop_done"})
+URGENT_KINDS = frozenset({RULE_FIRED, RULE_BLIND, RUN_EXITED, STAGE_FINISHED, STOP_DONE})
 CHART_REDRAW_S = 2.0  # live points redraw the chart at most this often (plotext's cost)
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
 MARKERS = ("hd", "dot", "+", "x", "o", "*", "fhd", "sd")
