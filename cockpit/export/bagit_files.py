@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.campaign.model import Settings
+from cockpit.common.durations import format_duration
 from cockpit.export.hashing import CHUNK, HashingWriter
 from cockpit.export.payload import FileEntry
 
@@ -129,8 +130,9 @@ def fetch_text(campaign_id: str, window_end: str, tar_path: Path, tar_bytes: int
                      "to the address and SSH port you connect to")
     size_mb = tar_bytes / 2**20
     if rate_bytes_s:
+        transfer_s = max(1.0, tar_bytes / rate_bytes_s)
         notes.append(f"# {size_mb:.1f} MiB at {rate_bytes_s / 2**20:g} MB/s "
-                     f"(settings.transfer_rate_mb_s): about {_duration(tar_bytes / rate_bytes_s)}")
+                     f"(settings.transfer_rate_mb_s): about {format_duration(transfer_s)}")
     else:
         notes.append(f"# {size_mb:.1f} MiB; set settings.transfer_rate_mb_s for the expected "
                      "time")
@@ -141,9 +143,3 @@ def fetch_text(campaign_id: str, window_end: str, tar_path: Path, tar_bytes: int
     return text, [n.lstrip('# ') for n in notes], commands
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{max(seconds, 1):.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

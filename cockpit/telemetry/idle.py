@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cockpit.common.durations import format_duration
+
 
 class IdleDetector:
     """Warns when utilization stays under `threshold_pct` for more than `grace_s`.
@@ -37,7 +39,7 @@ class IdleDetector:
             return None
         return (
             f"GPU idle: utilization under {self.threshold_pct:g}% for "
-            f"{_duration(idle_for)} while a GPU stage runs"
+            f"{format_duration(idle_for)} while a GPU stage runs"
         )
 
     def update_many(
@@ -48,8 +50,3 @@ class IdleDetector:
         return self.update(now, max(known) if known else None, stage_running)
 
 
-def _duration(seconds: float) -> str:
-    minutes = int(seconds // 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60:02d} min"

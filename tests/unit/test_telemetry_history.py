@@ -133,9 +133,9 @@ def test_idle_warns_only_after_grace_while_a_stage_runs() -> None:
     assert d.update(0, 2.0, True) is None
     assert d.update(600, 1.0, True) is None  # exactly the grace: not yet
     msg = d.update(601, 0.0, True)
-    assert msg == "GPU idle: utilization under 5% for 10 min while a GPU stage runs"
+    assert msg == "GPU idle: utilization under 5% for 10m while a GPU stage runs"
     assert d.update(601 + 3600, 0.0, True) == (
-        "GPU idle: utilization under 5% for 1 h 10 min while a GPU stage runs"
+        "GPU idle: utilization under 5% for 1h10m while a GPU stage runs"
     )
 
 

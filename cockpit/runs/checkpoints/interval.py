@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cockpit.common.durations import format_duration as house_duration
+
 
 @dataclass(frozen=True)
 class Advice:
@@ -75,18 +77,10 @@ def _round_interval(seconds: float) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """``45s``, ``2m30s``, ``30m``, ``1h45m``, ``2h``, ``1d6h``."""
+    """The house's durations (:func:`cockpit.common.durations.format_duration`: ``45s``,
+    ``30m``, ``1h45m``, ``1d6h``), with the seconds kept under 10 minutes (``2m30s``): a
+    save interval's seconds matter; above, whole minutes, rounded."""
     total = int(round(seconds))
-    if total < 60:
-        return f"{total}s"
-    if total < 600:
-        minutes, secs = divmod(total, 60)
-        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
-    total_minutes = int(round(total / 60))
-    hours, minutes = divmod(total_minutes, 60)
-    if hours == 0:
-        return f"{minutes}m"
-    if hours < 24:
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours}h" if hours else f"{days}d"
+    if 60 <= total < 600 and total % 60:
+        return f"{total // 60}m{total % 60}s"
+    return house_duration(total if total < 600 else round(total / 60) * 60)
