@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cockpit.common.fsutil import write_atomic  # noqa: E402
 from cockpit.fleet.open import open_engine  # noqa: E402
 from cockpit.headless.prom_http import MetricsEndpoint  # noqa: E402
 from cockpit.headless.prometheus import render  # noqa: E402
-from cockpit.headless.status_log import write_atomic  # noqa: E402
 from tests.helpers.campaigns import move_window_to_now  # noqa: E402
 
 CLIENT = """

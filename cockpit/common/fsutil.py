@@ -47,3 +47,35 @@ def refuse_symlink(path: Path) -> None:
 
     if os.path.islink(path):
         raise OSError(errno.ELOOP, SYMLINK_REFUSED, str(path))
+
+
+def write_atomic(path: Path | str, data: str | bytes, *, durable: bool = False) -> None:
+    """The house's one way to replace a file whole: a reader sees the old file or the
+    new one, never half of either. The folder is made; a planted link at ``path`` is
+    refused (OSError ELOOP), never written through; the temporary file beside it is
+    per process (two writers never share one) and opened without following links;
+    ``durable`` fsyncs the data before the rename (a cache that must survive a power
+    cut). On any failure the temporary file is removed and the OSError raised: a full
+    disk leaves no litter."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    refuse_symlink(target)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(fd, view):]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

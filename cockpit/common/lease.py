@@ -24,6 +24,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from cockpit.common.fsutil import write_atomic
 from cockpit.common.layout import AUTO_LOCK, CONDUCTOR_INFO, CONDUCTOR_LOCK, STATE_DIR
 
 INFO_MAX_BYTES = 4096  # who conducts, in a few fields: never read past this
@@ -114,17 +115,10 @@ class ConductorLease:
         """Write who holds the lease (``ended``: given back then)."""
         info = {"face": self.face, "pid": os.getpid(), "host": os.uname().nodename,
                 "since": self.since, "ended": ended, "auto": self.auto}
-        tmp = f"{self.info_path}.{os.getpid()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(json.dumps(info))
-            os.replace(tmp, self.info_path)
+            write_atomic(self.info_path, json.dumps(info))
         except OSError:  # a description only: the lock is what counts
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            pass
 
 
 def read_info(info_path: str) -> ConductorInfo | None:

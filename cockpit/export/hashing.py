@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from cockpit.common.fsutil import write_atomic
+
 CHUNK = 8 * 1024 * 1024
 
 
@@ -44,10 +46,7 @@ class HashCache:
 
     def save(self) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self.used))
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps(self.used))
         except OSError:
             pass  # a cache only: the next export hashes again
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from cockpit.campaign.model import Campaign, Machine
+from cockpit.common.fsutil import write_atomic
 from cockpit.common.printable import printable
 from cockpit.fleet.ssh import SshError, remote_limited, run_ssh
 from cockpit.journal.paths import CampaignFiles
@@ -208,9 +209,7 @@ class PeerCache:
         return state
 
     def _save_state(self, state: PeerState) -> None:
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state.__dict__), encoding="utf-8")
-        os.replace(tmp, self.state_path)
+        write_atomic(self.state_path, json.dumps(state.__dict__))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -295,9 +294,7 @@ class PeerCache:
         if sig != "-" and sig != state.status_sig:
             status = line()
             status_changed = True
-            tmp = self.status_path.with_suffix(".tmp")
-            tmp.write_bytes(status + b"\n")
-            os.replace(tmp, self.status_path)
+            write_atomic(self.status_path, status + b"\n")
         words = line().split()
         if len(words) != 4 or words[0] != b"J":
             raise SshError(f"machine {number}: not a cockpit pull answer")
@@ -310,9 +307,7 @@ class PeerCache:
         data = out[:end + 1]  # whole lines only; the rest comes again next pull
         reread = base == 0 and (state.offset > 0 or state.inode not in (0, inode))
         if base == 0:
-            tmp = self.journal_path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, self.journal_path)
+            write_atomic(self.journal_path, data)
             state = PeerState(status_sig=state.status_sig, last_ok=state.last_ok,
                               last_try=state.last_try, held=len(data))
         elif data:

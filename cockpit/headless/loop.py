@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cockpit.common.fsutil import write_atomic
 from cockpit.common.net import is_loopback
 from cockpit.common.printable import printable
 from cockpit.engine import CampaignFiles, JournalError
@@ -28,7 +29,6 @@ from cockpit.headless.status_log import (
     RotatingFile,
     compact_json,
     dumps,
-    write_atomic,
 )
 
 

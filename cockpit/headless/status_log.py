@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from cockpit.common.fsutil import open_no_follow, refuse_symlink
+from cockpit.common.fsutil import open_no_follow
 from cockpit.engine.snapshot import Snapshot, json_number, json_time, landing_words
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
@@ -63,10 +63,15 @@ def compact_json(snap: Snapshot) -> dict[str, Any]:
         "gpus": gpus,
         "warnings": list(snap.warnings),
         "conductor": snap.conductor.json(),
-        # Closed: the verified export is written; what is left is to fetch it in time.
-        "closed": None if snap.exported_at is None else {
+        # Closed: the question answered and its verified export current (issue 41); what
+        # is left is to fetch it in time.
+        "closed": None if snap.export is None or not snap.export.closed else {
             "exported_at": json_time(snap.exported_at),
             "fetch_by": json_time(w.retrieval_deadline)},
+        # The export against the facts now: its words, said by `status --line` too.
+        "export": None if snap.export is None or not snap.export.exported else {
+            "stale": snap.export.stale is not None, "why": snap.export.stale,
+            "question_open": snap.export.open, "words": snap.export.words()},
     }
 
 
@@ -155,19 +160,6 @@ def _ends_with_newline(path: Path) -> bool:
         return True
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Temp file + rename: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    refuse_symlink(path)  # a planted link is refused, like the journal, not replaced
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # no half-written temp file left on a full disk
-        raise
 
 
 def dumps(compact: dict[str, Any]) -> str:

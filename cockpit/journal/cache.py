@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit import __version__
+from cockpit.common.fsutil import write_atomic
 from cockpit.common.units import Money
 from cockpit.journal.state import (
     Attempt,
@@ -200,28 +201,13 @@ def _checksum(body: dict[str, Any]) -> str:
 
 def save(path: Path, campaign_sha: str, machine: int | None, body: dict[str, Any]) -> None:
     """Write the cache atomically (a failure is logged: the cache is only a shortcut)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps({"header": header(campaign_sha, machine), "sum": _checksum(body),
                            "body": body},
                           ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if len(data) > MAX_CACHE_BYTES:
             log.warning("state cache not written: %d bytes is over the limit", len(data))
             return
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-                     | os.O_NOFOLLOW, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        write_atomic(path, data, durable=True)
     except (OSError, TypeError, ValueError) as exc:
         log.warning("state cache %s not written: %s", path, exc)
-        try:
-            tmp.unlink()
-        except OSError:
-            pass

@@ -13,11 +13,12 @@ Usage: python -m cockpit.runs.wrapper EXIT_FILE -- ARGV...
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
+
+from cockpit.common.fsutil import write_atomic
 
 
 def _ignore(signum: int, frame: object) -> None:
@@ -54,12 +55,7 @@ def _record(path: str, code: int, started: float, error: str | None = None) -> N
     record = {"code": code, "started": started, "ended": time.time(), "error": error}
     if code < 0:
         record["signal"] = signal.Signals(-code).name if -code in signal.valid_signals() else -code
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(record, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(record), durable=True)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.headless.status_log import RotatingFile, write_atomic
+from cockpit.common.fsutil import write_atomic
+from cockpit.headless.status_log import RotatingFile
 from tests.e2e.test_disk_full import fill, mounted_tmpfs
 from tests.helpers.campaigns import FINITE, step_command, write_campaign
 from tests.helpers.process import run_cockpit
@@ -63,7 +64,9 @@ def test_a_symlink_planted_while_running_is_never_written_through(tmp_path: Path
     with pytest.raises(OSError, match="symbolic link"):
         RotatingFile(log).write_line("an event")
     prom = tmp_path / "cockpit.prom"
-    (tmp_path / ".cockpit.prom.tmp").symlink_to(victim)  # the temporary file, planted
+    # the temporary file (named by the writer's pid, which a local attacker can guess),
+    # planted as a link: opened without following it
+    (tmp_path / f".cockpit.prom.{os.getpid()}.tmp").symlink_to(victim)
     with pytest.raises(OSError, match="symbolic link"):
         write_atomic(prom, "cockpit_window_seconds_left 1\n")
     assert victim.read_text() == "precious\n"

@@ -298,7 +298,7 @@ async def _flood(tmp_path: Path) -> None:
     from textual.app import App
     from textual.widgets import RichLog
 
-    from cockpit.tui import screens
+    from cockpit.tui import full_screens as screens
 
     out, err = tmp_path / "train.1.out", tmp_path / "train.1.err"
     out.write_bytes(b"")

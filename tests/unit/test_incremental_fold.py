@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cockpit.campaign import Campaign
-from cockpit.journal import folded
+from cockpit.journal import live_fold as folded
 from cockpit.journal.events import event_problem
 from cockpit.journal.fields import Event
 from cockpit.journal.fold import IncrementalFold, fold

@@ -38,6 +38,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from cockpit.common.fsutil import write_atomic
 from cockpit.common.safe_json import loads_bounded
 from cockpit.runs.metrics.readers import CsvMetricsReader, _LineReader
 from cockpit.runs.metrics.stream import MetricPoint, MetricStream
@@ -130,15 +131,9 @@ def save(stream: MetricStream, path: Path) -> bool:
     data = _sha(body).encode("ascii") + b"\n" + body  # a torn or altered body is noticed
     if len(data) > MAX_CACHE_BYTES:
         return False
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
+        write_atomic(path, data)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         return False
     return True
 
