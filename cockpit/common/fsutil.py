@@ -79,3 +79,20 @@ def write_atomic(path: Path | str, data: str | bytes, *, durable: bool = False) 
         except OSError:
             pass
         raise
+
+
+def sha256_file(path: Path | str) -> str:
+    """A file's sha256 in hex, read in 1 MiB chunks into one buffer (never whole in
+    memory): the house's one file hash (the export, its verification, provenance)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as src:
+        while True:
+            n = src.readinto(buf)
+            if not n:
+                break
+            digest.update(view[:n])
+    return digest.hexdigest()

@@ -51,19 +51,6 @@ class HashCache:
             pass  # a cache only: the next export hashes again
 
 
-def hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as src:
-        while True:
-            n = src.readinto(buf)
-            if not n:
-                break
-            digest.update(view[:n])
-    return digest.hexdigest()
-
-
 def copy_hashed(src: Path, dst: Path) -> tuple[str, int]:
     """Copy ``src`` to ``dst`` in one read, hashing the bytes on their way; fsync'ed."""
     digest = hashlib.sha256()

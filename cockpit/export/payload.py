@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.campaign.model import Campaign, exportable
-from cockpit.export.hashing import HashCache, copy_hashed, hash_file
+from cockpit.common.fsutil import sha256_file as hash_file
+from cockpit.export.hashing import HashCache, copy_hashed
 from cockpit.journal.fold import FAILED, NOT_STARTED, RUNNING, STOPPED, SUCCEEDED, CampaignState
 
 LINK_MIN_BYTES = 1024 * 1024  # smaller artifacts are copied: a link saves nothing there

@@ -17,7 +17,6 @@ also when the verify is ended by SIGTERM or SIGINT.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import shutil
@@ -29,20 +28,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cockpit.common.fsutil import sha256_file
 from cockpit.common.printable import printable
 from cockpit.export.export_checks import Check
 from cockpit.export.tar_limits import DEFAULT_LIMITS, GIB, TarLimits
 from cockpit.export.verifier import VerifyExportReport, find_bag, verify_export
 
 CHUNK = 1 << 20
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def tar_check(tar_path: Path) -> Check:
@@ -55,7 +47,7 @@ def tar_check(tar_path: Path) -> Check:
     except (OSError, IndexError, UnicodeDecodeError):
         return Check(name, False, (f"{sha_path.name} is missing or empty beside the tar: "
                                    "fetch it with the tar (FETCH.txt)",))
-    actual = sha256_of(tar_path)
+    actual = sha256_file(tar_path)
     if actual != expected:
         return Check(name, False, (f"{tar_path.name}: sha256 {actual} does not match "
                                    f"{sha_path.name} ({printable(expected, 80)}): the tar is "

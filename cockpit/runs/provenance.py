@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.campaign.model import Campaign, model_module_file
+from cockpit.common.fsutil import sha256_file
 
 GIT_TIMEOUT_S = 20.0
 TORCH_TIMEOUT_S = 60.0
@@ -90,14 +91,6 @@ def _local_imports(folder: Path, path: Path) -> list[Path]:
                 if candidate.is_file() and candidate.resolve().is_relative_to(folder):
                     found.append(candidate.resolve())
     return found
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def git_state(folder: Path) -> dict[str, Any] | None:
@@ -240,7 +233,7 @@ def environment_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
 def describe(files: Iterable[Path], folder: Path) -> list[dict[str, Any]]:
     """Each code file with its size and sha256."""
     return [{"path": str(p), "bytes": (folder / p).stat().st_size,
-             "sha256": sha256_of(folder / p)} for p in files]
+             "sha256": sha256_file(folder / p)} for p in files]
 
 
 # ---------------------------------------------------------------- the journaled form
