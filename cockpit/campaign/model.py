@@ -246,6 +246,9 @@ class Run:
     # How the model is built: "module:function" in the campaign's code, called with the
     # run's params; the export's reload.py rebuilds it and loads the checkpoint (D22).
     model: str | None = None
+    # The run's own metric names mapped to canonical ones ({their_name: canonical}),
+    # beside the table of aliases (cockpit.common.metric_names).
+    metric_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def result_id(self) -> str:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cockpit.campaign.checker import NAME_ID, Checker
+from cockpit.campaign.checker import NAME_ID, Checker, kind_of
 from cockpit.campaign.model import (
     NO_RESULT_ROLES,
     RUN_KINDS,
@@ -33,14 +33,18 @@ from cockpit.campaign.model import (
     exportable,
 )
 from cockpit.campaign.yamlread import KeyPath
+from cockpit.common.metric_names import canonical_name
 
 RUN_KEYS = (
     "metrics", "checkpoints", "pattern", "predictions", "outputs", "params", "kind",
     "base_model", "base_revision", "result", "tolerable_loss", "verify_command",
     "resume_check", "allow_unsafe_pickle", "expected_ids", "acceptance", "model",
+    "metric_names",
 )
 # runs.ID.model: "module:function" (a dotted module of the campaign's code).
 MODEL_SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
+# runs.ID.base_revision of an adapter: a full commit id (40 hex digits), never a branch.
+COMMIT_ID = re.compile(r"[0-9a-fA-F]{40}\Z")
 RESUME_KEYS = ("command", "steps", "metric", "tolerance")
 CHECK_KEYS = ("metric", "predictions", "checkpoint")
 PREDICTION_CHECKS = ("non_empty", "expected_ids")
@@ -106,6 +110,7 @@ def _read_run(check: Checker, run_id: str, entry: dict[str, Any], where: KeyPath
         for key in ("base_model", "base_revision"):
             if not isinstance(entry.get(key), str) or not entry.get(key):
                 check.err(where, f"an adapter run needs {key} (D23: keep the exact revision)")
+        _pinned_revision(check, entry, where)
     tolerable = None
     if "tolerable_loss" in entry:
         tolerable = check.duration(entry["tolerable_loss"], where + ("tolerable_loss",),
@@ -146,11 +151,55 @@ def _read_run(check: Checker, run_id: str, entry: dict[str, Any], where: KeyPath
         resume_check=resume, allow_unsafe_pickle=unsafe,
         expected_ids=_path(check, entry["expected_ids"], where + ("expected_ids",),
                            "expected_ids") if "expected_ids" in entry else None,
-        model=model,
+        model=model, metric_names=_metric_names(check, entry.get("metric_names"),
+                                                where + ("metric_names",)),
     )
     # The checks need the run's files (predictions, expected_ids, checkpoints).
     return replace(run, acceptance=read_acceptance(check, run, acceptance,
                                                    where + ("acceptance",)))
+
+
+def _metric_names(check: Checker, value: Any, where: KeyPath) -> dict[str, str]:
+    """``runs.ID.metric_names: {their_name: canonical}``: the run's own names of metrics
+    the table of aliases does not know (``{valid/loss: eval_loss}``); located errors."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        check.err(where, "metric_names must map the run's metric names to canonical ones "
+                         "(e.g. {valid/loss: eval_loss})")
+        return {}
+    names: dict[str, str] = {}
+    for theirs, ours in value.items():
+        at = where + (theirs,)
+        if not isinstance(theirs, str) or not theirs.strip():
+            check.err(at, f"metric name {theirs!r} must be a non-empty text", key=True)
+        elif not isinstance(ours, str) or not ours.strip():
+            check.err(at, f"{theirs} must map to a metric name, not {kind_of(ours)}")
+        elif ours == theirs:
+            check.err(at, f"{theirs} maps to itself: leave it out")
+        elif canonical_name(ours) != ours:
+            check.err(at, f"{ours} is an alias of {canonical_name(ours)}: map {theirs} to "
+                          f"the canonical name {canonical_name(ours)}")
+        elif canonical_name(theirs) != theirs:
+            check.err(at, f"{theirs} is already an alias of {canonical_name(theirs)} "
+                          "(the table of metric names): leave it out")
+        else:
+            names[theirs] = ours
+    return names
+
+
+def _pinned_revision(check: Checker, entry: dict[str, Any], where: KeyPath) -> None:
+    """An adapter's base model revision is an exact commit id (D23): a branch or a tag
+    ("main", "v1.0") moves, and the adapter would reload onto other weights next month."""
+    rev = entry.get("base_revision")
+    if not isinstance(rev, str) or not rev or COMMIT_ID.match(rev):
+        return
+    base = entry.get("base_model") if isinstance(entry.get("base_model"), str) else "MODEL"
+    check.err(where + ("base_revision",),
+              f"base_revision {rev!r} is not an exact revision: a branch or tag moves "
+              "(D23); pin the base model to its full 40-character commit id, e.g. from "
+              f"`git ls-remote https://huggingface.co/{base} {rev}` or the model's commit "
+              "page on the hub")
 
 
 def _resume_check(check: Checker, value: Any, where: KeyPath) -> ResumeCheck | None:

@@ -126,8 +126,24 @@ def _print_written(events: list[dict[str, Any]] | dict[str, Any] | None,
 
 @acting
 def cmd_start(args: argparse.Namespace) -> int:
-    _print_written(_engine(args, actor="cli").start(args.stage, force=args.force), args)
+    engine = _engine(args, actor="cli")
+    if not args.force:
+        _refuse_done(engine, args.stage)
+    _print_written(engine.start(args.stage, force=args.force), args)
     return EXIT_OK
+
+
+def _refuse_done(engine: Any, stage_id: str) -> None:
+    """A stage that is done starts again only with ``--force``, as the screen asks first:
+    one line and exit 2 (the command as typed would redo finished work)."""
+    from cockpit.common.errors import InputError
+    from cockpit.engine.affordances import done_refusal
+    from cockpit.journal.fold import DONE
+
+    st = engine.state().stages.get(stage_id)
+    stage = next((s for s in engine.campaign.stages if s.id == stage_id), None)
+    if st is not None and stage is not None and st.state == DONE:
+        raise InputError(f"cockpit start: {done_refusal(stage)}")
 
 
 @acting

@@ -240,8 +240,8 @@ def _verify_export(args: argparse.Namespace, limits: Any) -> int:
 def cmd_next(args: argparse.Namespace) -> int:
     from statistics import median
 
+    from cockpit.close.open_facts import checkpoint_scans, open_facts
     from cockpit.planning.calibrate import MeasuredCosts, calibrate
-    from cockpit.runs.checkpoints.verifier import reported_scanner
 
     if args.out is not None and Path(args.out).exists():
         raise InputError(f"next: {args.out} exists; give --out a new file (nothing was "
@@ -253,13 +253,9 @@ def cmd_next(args: argparse.Namespace) -> int:
                                                                  + ".next.yaml")
     if out.exists():
         raise InputError(f"next: {out} exists; give --out a new file (nothing was written)")
-    save: dict[str, float] = {}
-    for run in decided.runs.values():
-        scanner = reported_scanner(decided, run)
-        if scanner is not None:
-            seconds = [c.seconds for c in scanner.scan(now.timestamp()).save_costs]
-            if seconds:
-                save[run.id] = float(median(seconds))
+    scans = checkpoint_scans(decided, now)
+    save = {run_id: float(median(c.seconds for c in scan.save_costs))
+            for run_id, scan in scans.items() if scan.save_costs}
     restore: dict[str, list[float]] = {}
     for ev in events:
         load = ev.get("load_seconds")
@@ -279,7 +275,9 @@ def cmd_next(args: argparse.Namespace) -> int:
     run_of = {s.id: s.run for s in decided.stages}
     measured = {s.stage: StageMeasure(s.throughput, max_steps.get(run_of.get(s.stage) or ""),
                                       s.hours.mean_util) for s in hours.stages}
-    text = calibrate(decided, state, now, costs, progress, measured, lost_hours(hours))
+    # The open uncertainties: the question as judged now, failures' stderr, checkpoints.
+    facts = open_facts(decided, state, events, now, scans=scans)
+    text = calibrate(decided, state, now, costs, progress, measured, lost_hours(hours), facts)
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:

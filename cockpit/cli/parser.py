@@ -128,7 +128,8 @@ def _add_face_commands(sub: Any) -> None:
     p.add_argument("--auto", action="store_true",
                    help="start each stage when it is ready (stops at decision points)")
     p.add_argument("--until-done", action="store_true",
-                   help="exit when nothing more can happen without a person (0 / 1 / 3)")
+                   help="exit when nothing more can happen without a person (0 done; "
+                        "1 / 3 / 4 / 5 / 6: docs/commands.md)")
     p.add_argument("--status-log", default=None, metavar="PATH",
                    help="one JSON line per tick (default .cockpit/status.jsonl; rotated)")
     p.add_argument("--log", default=None, metavar="PATH",

@@ -94,13 +94,14 @@ def rule_list(rules: list[Rule]) -> str:
 def rule_text(rule: Rule) -> str:
     """One rule whole: its section, its text, where the cockpit applies it."""
     lines = [f"{rule.id} · {rule.section}" if rule.section else rule.id, ""]
-    lines += textwrap.wrap(rule.text, WIDTH)
+    lines += textwrap.wrap(rule.text, WIDTH, break_on_hyphens=False)
     if rule.where:
         lines += ["", "Where the cockpit applies it:"]
         # Its edge rules ("Edge: ...") as a paragraph of their own.
         for at, paragraph in enumerate(re.split(r"\s+(?=Edge: )", rule.where)):
-            lines += [""] * (at > 0) + textwrap.wrap(paragraph, WIDTH, initial_indent="  ",
-                                   subsequent_indent="  ")
+            lines += [""] * (at > 0) + textwrap.wrap(
+                paragraph, WIDTH, break_on_hyphens=False,  # `verify-export` stays one word
+                initial_indent="  ", subsequent_indent="  ")
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from cockpit.campaign.model import Campaign, MetricCheck, PredictionsCheck, Run
 from cockpit.common.event_kinds import RESULT_ACCEPTED, RESULT_REJECTED
+from cockpit.common.metric_names import lookup
 from cockpit.common.safe_json import loads_bounded
 from cockpit.journal.fold import FAILED, NOT_STARTED, STOPPED, SUCCEEDED, CampaignState
 from cockpit.journal.writer import Event, JournalWriter
@@ -75,7 +76,14 @@ def last_metrics(campaign: Campaign, state: CampaignState | None, run_id: str,
     its files. ``names``: the metrics the caller needs (read from the files' ends)."""
     run = state.runs.get(run_id) if state is not None else None
     started = run.started_at.timestamp() - 1.0 if run and run.started_at else None
-    return last_values(metric_paths(campaign, run_id), names, since=started).values
+    spec = campaign.runs.get(run_id)
+    wanted = None if names is None else list(names)
+    values = last_values(metric_paths(campaign, run_id), wanted, since=started,
+                         metric_names=spec.metric_names if spec else None).values
+    for name in wanted or ():  # a name asked as an alias: its canonical value (eval_loss)
+        if name not in values and (value := lookup(values, name)) is not None:
+            values[name] = value
+    return values
 
 
 def read_prediction_ids(path: Path) -> list[str]:

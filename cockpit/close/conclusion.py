@@ -106,6 +106,8 @@ def _not_accepted_why(state: CampaignState, run_id: str) -> str:
         return f"rejected ({run.verdict_reason or 'no reason recorded'})"
     if run.state == "running":
         return "still running"
+    if run.state == SUCCEEDED and run.verdict is None:
+        return "awaits a verdict"
     return "not (yet) accepted"
 
 
@@ -210,13 +212,14 @@ def conclude(campaign: Campaign, state: CampaignState,
                  f"result ({why}), so no variant can be compared with it — the conclusion "
                  "rule is 'beat the baseline'; a rule that a negative answer closes is "
                  "rule: reach_threshold (D2)",
-            closed=False, baseline=base, metric=metric, reasons=(f"baseline {base}: {why}",))
+            closed=False, baseline=base, metric=metric,
+            reasons=(f"no accepted baseline {base} ({why})",))
     base_value = metric_values.get(base)
     if base_value is None or not math.isfinite(base_value):
         return Conclusion(
             text=f"the question cannot be closed: the baseline {base} reported no {metric}",
             closed=False, baseline=base, metric=metric,
-            reasons=(f"baseline {base}: no {metric}",))
+            reasons=(f"the baseline {base} reported no {metric}",))
     comparisons, missing, dropped = _compare_with_baseline(campaign, spec, state,
                                                            metric_values, base_value)
     counted = [c for c in comparisons if c.counted]

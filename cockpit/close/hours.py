@@ -23,22 +23,29 @@ stages and overall; hours are derived from them for display.
 A stage's GPUs are its run's (as the journal recorded them at its start), else those
 its resources name (``gpu``: every GPU of the machine). Two stages on one GPU at once
 (a forced start) each count the overlap; otherwise the stages' held plus the
-*between stages* held equals the overall held. An *idle gap* is an interval of the
-elapsed window in which no stage holds any GPU; its share of the package price is
-``gap seconds / window seconds × price`` (a share of what was paid, never a rate: D8).
+*between stages* held equals the overall held.
+
+The stretches in which no stage holds any GPU (:class:`IdleGap`) are said in time only:
+seconds, and their share of the window (and of the held GPU-hours), never in money (D8:
+the price covers the whole duration; a gap priced by its seconds would be an hourly rate
+in disguise). Each has a kind: an *idle gap* (``before`` the first GPU stage,
+``between`` two, ``after`` the last, ``none``: no GPU stage ran) when nothing ran; a
+``human`` or ``cpu`` stretch while a human or CPU stage ran (its own kind of time, not
+GPU idleness; ``cpu`` wins when both ran); and, once the campaign closed (its export
+stage done), the rest of the window to its end is ``after_close``: unused after the
+close, never a gap (an early, correct close is no waste).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from cockpit.common.durations import format_duration
-from cockpit.common.units import Money
+from cockpit.common.units import format_share
 
 # A GPU-minute whose mean utilization is at least this is busy. NVML's utilization is the
 # share of the sample period in which a kernel ran: a training or evaluation step keeps
@@ -46,7 +53,13 @@ from cockpit.common.units import Money
 # save, a person) flickers at a few percent; 20 % sits between the two with a margin
 # for a bursty input pipeline that still computes.
 BUSY_UTIL_PCT = 20.0
-CENT = Decimal("0.01")
+
+# The kinds of a stretch of the window in which no stage held any GPU (see the module
+# text): the idle gaps' (nothing ran), then a human's or the CPU's time, then the unused
+# rest of the window after the close.
+IDLE_KINDS = ("before", "between", "after", "none")
+HUMAN, CPU, AFTER_CLOSE = "human", "cpu", "after_close"
+GAP_KINDS = (*IDLE_KINDS, HUMAN, CPU, AFTER_CLOSE)
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,17 @@ class StageSpan:
 
     stage: str
     gpus: tuple[int, ...]
+    start: float
+    end: float | None
+
+
+@dataclass(frozen=True)
+class TimeSpan:
+    """One stretch a stage that holds no GPU ran: ``kind`` :data:`HUMAN` or :data:`CPU`;
+    epoch seconds, ``end`` None while it runs."""
+
+    stage: str
+    kind: str
     start: float
     end: float | None
 
@@ -75,15 +99,18 @@ class GpuMinute:
 @dataclass(frozen=True)
 class HoursInputs:
     """What :func:`hours_bought` reads: the window, ``now``, the machine's GPUs, the
-    package price (None: unknown), the stages' spans, the recorded minutes, each stage's
-    throughput (steps per second, when known) and notes to pass on."""
+    GPU stages' spans, the human and CPU stages' (``others``), when the campaign closed
+    (``closed_at``, None: not closed), the recorded minutes, each stage's throughput
+    (steps per second, when known) and notes to pass on. No price: time is never priced
+    here (D8)."""
 
     start: float
     end: float
     now: float
     gpus: int
-    price: Money | None
     spans: tuple[StageSpan, ...] = ()
+    others: tuple[TimeSpan, ...] = ()
+    closed_at: float | None = None
     minutes: tuple[GpuMinute, ...] = ()
     throughput: Mapping[str, float | None] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -148,31 +175,74 @@ class StageHours:
                 **self.hours.as_json(), "throughput_steps_s": self.throughput}
 
 
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def _rounded(share: float | None) -> float | None:
+    return None if share is None else round(share, 6)
+
+
+_WHERE = {"before": "before the first stage", "between": "between stages",
+          "after": "after the last stage", "none": "(no stage ran)"}
+
+
 @dataclass(frozen=True)
 class IdleGap:
-    """An interval of the elapsed window in which no stage held any GPU. ``kind``:
-    ``before`` (the window's start to the first stage), ``between`` (two stages),
-    ``after`` (the last stage's end to now or the window's end), ``none`` (no stage ran)."""
+    """A stretch of the window in which no stage held any GPU, of a kind in
+    :data:`GAP_KINDS` (see the module text); ``stages``: the human or CPU stages that ran
+    in it; ``window_s``: the whole window's seconds, its share is of those. Time only,
+    never money (D8)."""
 
     start: float
     end: float
     kind: str
-    share: Money | None  # None: the price is unknown
+    window_s: int
+    stages: tuple[str, ...] = ()
 
     @property
     def seconds(self) -> int:
         return int(self.end - self.start)
 
+    @property
+    def idle(self) -> bool:
+        """An idle gap: nothing ran (not a human's or the CPU's time, not after the close)."""
+        return self.kind in IDLE_KINDS
+
+    @property
+    def window_share(self) -> float | None:
+        return _ratio(self.seconds, self.window_s)
+
+    def what(self) -> str:
+        """In words: ``idle gap between stages``, ``a human stage ran: review``,
+        ``CPU stage: data-check``, ``unused after the close``."""
+        names = ", ".join(self.stages)
+        return {HUMAN: f"a human stage ran: {names}", CPU: f"CPU stage: {names}",
+                AFTER_CLOSE: "unused after the close"}.get(self.kind) \
+            or f"idle gap {_WHERE.get(self.kind, self.kind)}"
+
+    def words(self) -> str:
+        """:meth:`what`, its length and its share of the window, e.g. ``a human stage
+        ran: review 2h (2.8 % of the window)``."""
+        return f"{self.what()} {format_duration(self.seconds)} " \
+            f"({format_share(self.window_share)} of the window)"
+
     def as_json(self) -> dict[str, Any]:
         return {"start": _iso(self.start), "end": _iso(self.end), "seconds": self.seconds,
-                "kind": self.kind,
-                "share": None if self.share is None else self.share.as_json()}
+                "window_share": _rounded(self.window_share), "kind": self.kind,
+                "stages": list(self.stages)}
+
+
+# The totals of ``gaps_by_kind``: the idle gaps' kinds together, then each other kind.
+KIND_TOTALS = {"idle": IDLE_KINDS, HUMAN: (HUMAN,), CPU: (CPU,), AFTER_CLOSE: (AFTER_CLOSE,)}
+KIND_LABELS = {"idle": "idle gaps", HUMAN: "human stages", CPU: "CPU stages",
+               AFTER_CLOSE: "unused after the close"}
 
 
 @dataclass(frozen=True)
 class HoursBought:
-    """What the GPU-hours bought (see the module text). ``gaps_share`` is the gaps'
-    seconds' share of the price (None: the price is unknown)."""
+    """What the GPU-hours bought (see the module text). ``gaps_s``: the idle gaps'
+    seconds (nothing ran; the human, CPU and after-the-close stretches are not gaps)."""
 
     machine: int
     gpus: int
@@ -185,13 +255,42 @@ class HoursBought:
     between: GpuHours
     gaps: tuple[IdleGap, ...]
     gaps_s: int
-    gaps_share: Money | None
-    price: Money | None
     notes: tuple[str, ...] = ()
 
     @property
     def kwh(self) -> float | None:
         return self.overall.kwh
+
+    @property
+    def window_s(self) -> int:
+        return int(self.end - self.start)
+
+    def seconds_of(self, *kinds: str) -> int:
+        """The seconds of the stretches of these kinds."""
+        return sum(g.seconds for g in self.gaps if g.kind in kinds)
+
+    def window_share(self, seconds: int) -> float | None:
+        """``seconds`` as a share of the whole window (None: an empty window)."""
+        return _ratio(seconds, self.window_s)
+
+    @property
+    def gaps_held_share(self) -> float | None:
+        """The idle gaps' share of the held GPU-hours (no stage held a GPU in them)."""
+        return _ratio(self.gaps_s * self.gpus, self.overall.held_s)
+
+    def kind_totals(self) -> dict[str, int]:
+        """Seconds per total of :data:`KIND_TOTALS` (``idle``, ``human``, ``cpu``,
+        ``after_close``)."""
+        return {name: self.seconds_of(*kinds) for name, kinds in KIND_TOTALS.items()}
+
+    def time_parts(self, names: Iterable[str] = tuple(KIND_TOTALS)) -> list[str]:
+        """The totals of ``names`` (of :data:`KIND_TOTALS`) that are not zero, in hours
+        and as a share of the window, e.g. ``idle gaps 3h10m (4.4 % of the window)``,
+        ``unused after the close 2d12h (83.3 % of the window)``: never money (D8)."""
+        totals = self.kind_totals()
+        return [f"{KIND_LABELS[name]} {format_duration(totals[name])} "
+                f"({format_share(self.window_share(totals[name]))} of the window)"
+                for name in names if totals.get(name)]
 
     def as_json(self) -> dict[str, Any]:
         """The ``hours`` section of ``status --json``, the bag's manifest and REPORT.md."""
@@ -203,25 +302,27 @@ class HoursBought:
             "stages": [s.as_json() for s in self.stages],
             "between_stages": self.between.as_json(),
             "gaps": [g.as_json() for g in self.gaps],
-            "gaps_total": {"seconds": self.gaps_s, "share": None if self.gaps_share is None
-                           else self.gaps_share.as_json()},
-            "price": None if self.price is None else self.price.as_json(),
+            "gaps_total": {"seconds": self.gaps_s,
+                           "window_share": _rounded(self.window_share(self.gaps_s)),
+                           "held_share": _rounded(self.gaps_held_share)},
+            "gaps_by_kind": {name: {"seconds": seconds,
+                                    "window_share": _rounded(self.window_share(seconds))}
+                             for name, seconds in self.kind_totals().items()},
             "kwh": None if self.kwh is None else round(self.kwh, 4),
             "notes": list(self.notes),
         }
 
     def short_line(self) -> str:
-        """One line for a narrow panel (≤ 60 columns for a 3-day one-GPU package):
-        busy of held GPU-hours, e.g.
-        ``GPU-h 41.2/72.0 busy · 3.1 unrecorded · gaps 3h10m = 2.05 USD``."""
+        """One line: busy of held GPU-hours, the unrecorded ones and the idle gaps in
+        hours and as a share of the window, e.g. ``GPU-h 41.2/72.0 busy · 3.1
+        unrecorded · idle gaps 3h10m (4.4 % of the window)``."""
         o = self.overall
         line = f"GPU-h {o.busy_h:.1f}/{o.held_h:.1f} busy"
         if o.unrecorded_s:
             line += f" · {o.unrecorded_h:.1f} unrecorded"
         if self.gaps_s:
-            line += f" · gaps {format_duration(self.gaps_s)}"
-            if self.gaps_share is not None:
-                line += f" = {self.gaps_share}"
+            line += f" · idle gaps {format_duration(self.gaps_s)} " \
+                f"({format_share(self.window_share(self.gaps_s))} of the window)"
         return line
 
 
@@ -370,13 +471,6 @@ def _complement(covered: list[tuple[int, int]], a: int, b: int) -> list[tuple[in
     return out
 
 
-def _share(price: Money | None, seconds: int, window_s: int) -> Money | None:
-    if price is None or window_s <= 0:
-        return None
-    exact = price.amount * Decimal(seconds) / Decimal(window_s)
-    return Money(exact.quantize(CENT, rounding=ROUND_HALF_EVEN), price.currency)
-
-
 def _stage_intervals(inp: HoursInputs, start: int, stop: int
                      ) -> dict[str, dict[int, list[tuple[int, int]]]]:
     """Stage -> GPU -> its held intervals in the elapsed window (merged)."""
@@ -391,14 +485,54 @@ def _stage_intervals(inp: HoursInputs, start: int, stop: int
     return {s: {g: _union(iv) for g, iv in gpus.items()} for s, gpus in by_stage.items()}
 
 
+def _closed_at(inp: HoursInputs, start: int, stop: int) -> int | None:
+    """When the campaign closed, inside the elapsed window; None: not closed, or a GPU
+    stage started after it (the campaign went on: that was no close)."""
+    if inp.closed_at is None:
+        return None
+    closed = max(start, min(round(inp.closed_at), stop))
+    if any(round(span.start) > closed for span in inp.spans if span.gpus):
+        return None
+    return closed
+
+
+def _others(inp: HoursInputs, start: int, stop: int) -> list[tuple[int, int, str, str]]:
+    """The human and CPU stages' stretches in the elapsed window: (from, to, kind, stage)."""
+    out = []
+    for span in inp.others:
+        a = max(round(span.start), start)
+        b = min(stop if span.end is None else round(span.end), stop)
+        if b > a and span.kind in (HUMAN, CPU):
+            out.append((a, b, span.kind, span.stage))
+    return out
+
+
 def _gaps(inp: HoursInputs, intervals: Mapping[str, Mapping[int, list[tuple[int, int]]]],
-          start: int, stop: int, window_s: int) -> list[IdleGap]:
+          start: int, stop: int, end: int) -> list[IdleGap]:
+    """The stretches no GPU stage held a GPU in, each cut where a human or CPU stage
+    starts or ends and at the close, then the pieces of one kind and stages joined
+    again; once closed, they run to the window's end (the rest of it is unused)."""
     covered = _union(iv for gpus in intervals.values() for ivs in gpus.values() for iv in ivs)
-    gaps = []
-    for a, b in _complement(covered, start, stop):
-        kind = "none" if not covered else "before" if b <= covered[0][0] else \
+    closed = _closed_at(inp, start, stop)
+    others = _others(inp, start, stop)
+    gaps: list[IdleGap] = []
+    for a, b in _complement(covered, start, stop if closed is None else end):
+        where = "none" if not covered else "before" if b <= covered[0][0] else \
             "after" if a >= covered[-1][1] else "between"
-        gaps.append(IdleGap(float(a), float(b), kind, _share(inp.price, b - a, window_s)))
+        edges = {t for lo, hi, _, _ in others for t in (lo, hi)} | \
+            ({closed} if closed is not None else set())
+        cuts = sorted({a, b} | {t for t in edges if a < t < b})
+        for x, y in zip(cuts, cuts[1:], strict=False):
+            running = [(kind, stage) for lo, hi, kind, stage in others if lo <= x and y <= hi]
+            kinds = {kind for kind, _ in running}
+            kind = CPU if CPU in kinds else HUMAN if HUMAN in kinds else \
+                AFTER_CLOSE if closed is not None and x >= closed else where
+            names = tuple(dict.fromkeys(stage for _, stage in running))
+            last = gaps[-1] if gaps else None
+            if last is not None and last.end == x and (last.kind, last.stages) == (kind, names):
+                gaps[-1] = replace(last, end=float(y))
+            else:
+                gaps.append(IdleGap(float(x), float(y), kind, end - start, names))
     return gaps
 
 
@@ -426,14 +560,12 @@ def hours_bought(inp: HoursInputs) -> HoursBought:
         seconds = sum(b - a for a, b in _union(iv for ivs in gpus.values() for iv in ivs))
         stages.append(StageHours(stage, tuple(sorted(gpus)), seconds, tally.hours(),
                                  inp.throughput.get(stage)))
-    gaps = _gaps(inp, intervals, start, stop, end - start)
-    gaps_s = sum(g.seconds for g in gaps)
+    gaps = _gaps(inp, intervals, start, stop, end)
     return HoursBought(
         machine=inp.machine, gpus=inp.gpus, threshold=inp.threshold, start=float(start),
         end=float(end), elapsed_s=stop - start, overall=overall.hours(),
-        stages=tuple(stages), between=between.hours(), gaps=tuple(gaps), gaps_s=gaps_s,
-        gaps_share=_share(inp.price, gaps_s, end - start), price=inp.price,
-        notes=inp.notes)
+        stages=tuple(stages), between=between.hours(), gaps=tuple(gaps),
+        gaps_s=sum(g.seconds for g in gaps if g.idle), notes=inp.notes)
 
 
 def span_throughput(points: Iterable[tuple[int | None, float | None]],
@@ -465,17 +597,29 @@ UNDERFED_SHARE = 0.5
 
 def lost_hours(hours: HoursBought, most: int = 5) -> list[str]:
     """Where the campaign lost GPU-hours, for ``cockpit next``: the overall split, the
-    longest idle gaps with their share of the price, and the stages whose GPUs idled
+    longest idle gaps in hours and as a share of the window (never money: D8), the time
+    human and CPU stages ran while no GPU stage did (their own kind of time), the rest
+    of the window unused after the close (no waste), and the stages whose GPUs idled
     more than :data:`UNDERFED_SHARE` of their recorded time (the worst first)."""
     o = hours.overall
     out = [f"busy {o.busy_h:.1f} of {o.held_h:.1f} GPU-hours held (utilization at least "
            f"{hours.threshold:g} %), idle {o.idle_h:.1f}, unrecorded {o.unrecorded_h:.1f}"]
-    for gap in sorted(hours.gaps, key=lambda g: -g.seconds)[:most]:
-        where = {"before": "before the first stage", "between": "between stages",
-                 "after": "after the last stage", "none": "no stage ran"}.get(gap.kind, gap.kind)
-        share = f", {gap.share} of the price" if gap.share is not None else ""
-        out.append(f"idle gap {where}: {_iso(gap.start)} to {_iso(gap.end)} "
-                   f"({format_duration(gap.seconds)}{share})")
+    for gap in sorted((g for g in hours.gaps if g.idle), key=lambda g: -g.seconds)[:most]:
+        out.append(f"{gap.what()}: {_iso(gap.start)} to {_iso(gap.end)} "
+                   f"({format_duration(gap.seconds)}, {format_share(gap.window_share)} of "
+                   "the window)")
+    for kind in (HUMAN, CPU):
+        seconds = hours.seconds_of(kind)
+        if seconds:
+            names = dict.fromkeys(n for g in hours.gaps if g.kind == kind for n in g.stages)
+            out.append(f"{KIND_LABELS[kind]} ran {format_duration(seconds)} while no GPU "
+                       f"stage did ({format_share(hours.window_share(seconds))} of the "
+                       f"window: {', '.join(names)}): not GPU idleness")
+    closed = hours.seconds_of(AFTER_CLOSE)
+    if closed:
+        out.append(f"unused after the close: {format_duration(closed)} "
+                   f"({format_share(hours.window_share(closed))} of the window): the "
+                   "campaign closed, not a gap")
     underfed = [s for s in hours.stages
                 if s.hours.busy_s + s.hours.idle_s > 0
                 and s.hours.idle_s > UNDERFED_SHARE * (s.hours.busy_s + s.hours.idle_s)]

@@ -22,15 +22,19 @@ from pathlib import Path
 from cockpit.campaign.model import Campaign
 from cockpit.close.hours import (
     BUSY_UTIL_PCT,
+    CPU,
+    HUMAN,
     GpuMinute,
     HoursBought,
     HoursInputs,
     StageSpan,
+    TimeSpan,
     hours_bought,
     minute_indices,
     span_throughput,
 )
-from cockpit.journal.fold import RUNNING, CampaignState
+from cockpit.journal.fold import DONE, RUNNING, CampaignState
+from cockpit.journal.format import parse_time
 from cockpit.journal.paths import CampaignFiles
 from cockpit.runs.checkpoints.verifier import run_stream
 from cockpit.runs.metrics.stream import MetricStream
@@ -68,6 +72,43 @@ def stage_spans(campaign: Campaign, state: CampaignState, machine: int,
         until = None if st.state == RUNNING else (st.ended_at or now).timestamp()
         spans.append(StageSpan(stage.id, gpus, st.started_at.timestamp(), until))
     return tuple(spans)
+
+
+def other_spans(campaign: Campaign, state: CampaignState, machine: int,
+                now: datetime) -> tuple[TimeSpan, ...]:
+    """Every stretch a stage that holds no GPU ran: a human stage (``resource: human``;
+    the one person, whatever machine it names) or this machine's CPU stage (``resource:
+    cpu``; ``cpu`` when it names both), from its start to its end, or ``now`` while it
+    runs or when no end was recorded."""
+    spans: list[TimeSpan] = []
+    for stage in campaign.stages:
+        cpu = any(r.kind == CPU for r in stage.resources)
+        if stage.uses_gpu or not (cpu or stage.is_human) or (cpu and stage.machine != machine):
+            continue
+        st = state.stages.get(stage.id)
+        if st is None or st.started_at is None:
+            continue
+        until = None if st.state == RUNNING else (st.ended_at or now).timestamp()
+        spans.append(TimeSpan(stage.id, CPU if cpu else HUMAN, st.started_at.timestamp(),
+                              until))
+    return tuple(spans)
+
+
+def closed_at(campaign: Campaign, state: CampaignState) -> datetime | None:
+    """When the campaign closed: its export stage's end once it is done (``role:
+    export``, or the stage called ``export``); without one in the plan, the newest
+    verified export's time. None: not closed."""
+    stage = next((s for s in campaign.stages if (s.role or s.id) == "export"), None)
+    if stage is not None:
+        st = state.stages.get(stage.id)
+        return st.ended_at if st is not None and st.state == DONE else None
+    export = state.export
+    if export is None or not export.get("verified"):
+        return None
+    try:
+        return parse_time(str(export.get("t")))
+    except (TypeError, ValueError):
+        return None
 
 
 def recorded_minutes(path: Path, gpus: int, t0: float, t1: float
@@ -193,10 +234,10 @@ def read_hours(campaign: Campaign, state: CampaignState, now: datetime,
     else:
         note = recorded.refresh(t0, t1)
     notes: tuple[str, ...] = (note,) if note else ()
-    if pkg.offer.price is None:
-        notes += ("the package price is unknown: the idle gaps' share of it is too",)
+    closed = closed_at(campaign, state)
     return hours_bought(HoursInputs(
         start=t0, end=pkg.end.timestamp(), now=now.timestamp(), gpus=pkg.offer.gpus,
-        price=pkg.offer.price, spans=spans, minutes=minutes,
+        spans=spans, others=other_spans(campaign, state, mine, now),
+        closed_at=None if closed is None else closed.timestamp(), minutes=minutes,
         throughput=stage_throughput(campaign, spans, streams), notes=notes, machine=mine,
         index=None if recorded is None else recorded.index))

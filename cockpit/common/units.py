@@ -141,6 +141,17 @@ def format_percent(value: float | None, decimals: int = 0) -> str:
     return "—" if value is None else f"{value:.{decimals}f}%"
 
 
+def format_share(share: float | None, digits: int = 1) -> str:
+    """A share (0 to 1) as a person reads it: ``4.4 %``; above 0 but rounding to 0,
+    ``<0.1 %``; None (no whole to share): ``unknown``."""
+    if share is None:
+        return "unknown"
+    pct = round(share * 100, digits)
+    if share > 0 and pct == 0:
+        return f"<{10 ** -digits:g} %"
+    return f"{pct:.{digits}f} %"
+
+
 def for_packages(count: int) -> str:
     """``for the package`` / ``for 2 packages``: a price always covers whole packages (D8)."""
     return "for the package" if count == 1 else f"for {count} packages"

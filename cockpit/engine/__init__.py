@@ -9,7 +9,7 @@ journal lock so two cockpits on one campaign never act twice. A read-only engine
 :class:`Engine` (``facade``) is a thin facade over parts composed, not stacked; no
 part inherits another. Where each behaviour lives:
 
-- ``facade``      the Engine: its parts, ``tick`` as a pipeline, the actions' face
+- ``facade``      the Engine: its parts, ``tick`` as a list of steps, the actions' face
 - ``ports``       the edges as Protocols (clock, journal, supervisor, samplers, peers)
 - ``timebase``    the clock, wall-clock jumps (``clockwatch``), monotonic ages of events
 - ``scope``       which stages and runs are this machine's; ids checked

@@ -79,6 +79,8 @@ def start_refusal(state: CampaignState, stage: Stage, campaign: Campaign, *,
         return f"stage {stage.id!r} was {st.state}"
     if force:
         return None
+    if st.state == DONE:  # done on purpose: a new attempt is the person's explicit choice
+        return done_refusal(stage)
     refusal = restart_refusal(state, stage)
     if refusal:
         return refusal
@@ -90,6 +92,12 @@ def start_refusal(state: CampaignState, stage: Stage, campaign: Campaign, *,
         return (f"stage {stage.id!r} needs {holder[1]}, which stage {holder[0]!r} holds "
                 "(D6); --force overrides")
     return None
+
+
+def done_refusal(stage: Stage) -> str:
+    """Why ``start`` of a stage that is done needs ``--force`` (the screen asks too)."""
+    return (f"stage {stage.id!r} is done; --force starts it again (a new attempt, the "
+            "earlier one kept)")
 
 
 def stop_refusal(run_id: str, run: RunState | None) -> str | None:
@@ -188,7 +196,7 @@ def status_refusal(campaign: Campaign, state: CampaignState, stage: Stage,
                         if stage.id in downstream(campaign, d)), None)
         return (f"stage {stage.id!r} is blocked: the decision at {decider!r} is pending "
                 "(D4); `cockpit start` runs it anyway")
-    return (f"stage {stage.id!r} is {status}: `cockpit start` runs it again"
+    return (f"stage {stage.id!r} is {status}: `cockpit start --force` runs it again"
             if status == DONE else f"stage {stage.id!r} is {status}")
 
 

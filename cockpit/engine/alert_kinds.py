@@ -1,6 +1,8 @@
 """What each kind of alert says (issue 26), pure: a journal event -> the alert
 (:func:`alert_of`), the waits no event marks (:func:`wait_alerts`), an unreachable peer
-(:func:`peer_alert`) and the campaign closed (:func:`closed_alert`). Each alert says what
+(:func:`peer_alert`), the export gone stale (:func:`stale_alert`) and the campaign
+closed (:func:`closed_alert`: the question answered, never over a stale export). Each
+alert says what
 happened, what the cockpit did and the exact command a person can run, with its level
 and its kind (the family ``alerts.send`` routes by). The sending is
 :mod:`cockpit.engine.alerting`'s.
@@ -18,6 +20,7 @@ from cockpit.campaign.model import Campaign
 from cockpit.close.acceptance import awaiting_verdict
 from cockpit.close.budget import budget_of
 from cockpit.close.conclusion import conclude_now
+from cockpit.close.export_state import ExportState, question_open
 from cockpit.common.durations import format_duration
 from cockpit.common.event_kinds import (
     CHECKPOINT_VERIFIED,
@@ -198,11 +201,23 @@ def peer_alert(view: MachineView, last_ok: int | None, file: str) -> Alert:
                  f"ssh {view.ssh}; cockpit fleet {file}", kind="peer")
 
 
-def closed_alert(campaign: Campaign, state: CampaignState, now: datetime) -> Alert | None:
+def stale_alert(export: ExportState) -> Alert | None:
+    """The newest export no longer says what is true (issue 41): once per export."""
+    if export.stale is None or not export.exported:
+        return None
+    return Alert(f"export:stale:{export.seq}", "warn", f"export STALE: {export.stale}",
+                 "nothing yet: the bag fetched now would not say what is true (with --auto "
+                 "the export stage runs again)", export.command, kind="export")
+
+
+def closed_alert(campaign: Campaign, state: CampaignState, now: datetime,
+                 export: ExportState | None = None) -> Alert | None:
     """The campaign closed: every essential stage done, every result that ran to its end
-    judged and, with a conclusion rule, the question answered (what ``headless
-    --until-done`` exits 0 on); with the rental share per accepted result (D21). One
-    alert per conclusion."""
+    judged and the question answered (:func:`cockpit.close.export_state.question_open`:
+    with a conclusion rule, a positive or a negative answer; without one, an accepted
+    result); with the rental share per accepted result (D21). One alert per conclusion.
+    None while the question is open (nothing is sent then) and while the export is stale
+    (:func:`stale_alert` says so; this alert follows the export made again)."""
     essential = [s for s in campaign.stages if s.category == "essential"]
     if not essential or not all(state.stages[s.id].state == DONE for s in essential):
         return None  # (no essential stage: nothing whose end closes it)
@@ -211,18 +226,18 @@ def closed_alert(campaign: Campaign, state: CampaignState, now: datetime) -> Ale
         if run.state == SUCCEEDED and run.verdict is None and (
                 spec is None or spec.produces_result):
             return None  # a result still waits for its verdict: the cost is not known yet
-    text = "every essential stage is done"
-    if campaign.conclusion is not None:
-        verdict = conclude_now(campaign, state)
-        if not verdict.closed:
-            return None
-        text = verdict.text
+    verdict = conclude_now(campaign, state) if campaign.conclusion is not None else None
+    if question_open(campaign, state, verdict) is not None \
+            or (export is not None and export.stale is not None):
+        return None
+    text = verdict.text if verdict is not None else "every essential stage is done"
     budget = budget_of(campaign, state, now)
     cost = f"{budget.share_per_accepted} per accepted result ({budget.accepted} accepted)" \
         if budget.share_per_accepted is not None else \
         f"cost per accepted result undefined: {budget.share_undefined}"
     file = campaign.path.name
-    exported = bool(state.export and state.export.get("verified"))
+    exported = export.exported if export is not None else \
+        bool(state.export and state.export.get("verified"))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return Alert(f"closed:{digest}", "info", f"the campaign closed: {text}; {cost}",
                  "nothing more to run", f"cockpit budget {file}" + (

@@ -26,11 +26,13 @@ from cockpit.alerts.deliver import send
 from cockpit.alerts.message import Alert, body, title
 from cockpit.alerts.targets import Target
 from cockpit.campaign.model import Campaign
+from cockpit.close.export_state import ExportState
 from cockpit.common.durations import format_duration
 from cockpit.common.event_kinds import (
     ALERT_CLAIMED,
     ALERT_FAILED,
     ALERT_SENT,
+    EXPORT_DONE,
     RESULT_ACCEPTED,
     RESULT_REJECTED,
     RUN_EXITED,
@@ -39,11 +41,18 @@ from cockpit.common.event_kinds import (
     STAGE_SKIPPED,
     STOP_DONE,
 )
-from cockpit.engine.alert_kinds import alert_of, closed_alert, peer_alert, wait_alerts
+from cockpit.engine.alert_kinds import (
+    alert_of,
+    closed_alert,
+    peer_alert,
+    stale_alert,
+    wait_alerts,
+)
 from cockpit.engine.history import History
 from cockpit.engine.hooks import HOOK_MAX_AGE_S
 from cockpit.engine.snapshot import EventLine
 from cockpit.engine.timebase import parse_t
+from cockpit.journal.state import CampaignState
 
 RETRY_S = (30.0, 120.0, 600.0, 1800.0)  # waits between tries: five tries in ~42 min
 CLAIM = "claim:"  # the once-only key of a delivery's claim: CLAIM + its key
@@ -52,8 +61,9 @@ RATE_WINDOW_S = 3600.0
 PEER_ALERT_S = 300.0  # a peer unreachable this long is worth a phone (not one failed pull)
 PEER_CHECK_S = 15.0  # how often the peers' views are read for it (each reads files)
 # Events that may close the campaign: the "closed" alert is looked for after one of them.
+# (An export made again after one went stale closes it: EXPORT_DONE.)
 CLOSING_KINDS = frozenset({RESULT_ACCEPTED, RESULT_REJECTED, STAGE_FINISHED,
-                           STAGE_SKIPPED, STAGE_DROPPED, "decision"})
+                           STAGE_SKIPPED, STAGE_DROPPED, "decision", EXPORT_DONE})
 @dataclass
 class _Job:
     alert: Alert
@@ -180,9 +190,12 @@ class AlertDispatcher:
 
     def __init__(self, campaign: Campaign, history: History, targets: Sequence[Target],
                  machine: int | None = None,
-                 sender: Callable[..., str | None] = send) -> None:
+                 sender: Callable[..., str | None] = send,
+                 export_state: Callable[[CampaignState], ExportState] | None = None) -> None:
         self.campaign = campaign
         self.history = history
+        # The newest export against the facts now (the engine's, worked out once a state).
+        self.export_state = export_state
         self.targets = tuple(targets)
         self.machine = machine
         self._deciders = {s.id for s in campaign.stages if s.decision_point}
@@ -284,7 +297,8 @@ class AlertDispatcher:
 
     def _without_events(self, closing: bool, now: datetime) -> None:
         """The alerts no new journal event carries: the waits, an unreachable peer, the
-        campaign closed (after an event that may close it; machine 1 says it)."""
+        export gone stale, the campaign closed (after an event that may close it;
+        machine 1 says it)."""
         if self.history.time.holding():
             return  # the clock just jumped: no age is trusted until it settles
         state = self.history.state(now)
@@ -297,7 +311,10 @@ class AlertDispatcher:
         for alert in wait_alerts(self.campaign, state, age_of, self.machine):
             self.notify(alert, now)
         self._peer_alerts(now)
-        closed = closed_alert(self.campaign, state, now) \
+        export = None if self.export_state is None else self.export_state(state)
+        if export is not None and (stale := stale_alert(export)) is not None:
+            self.notify(stale, now, export.seq)  # once per export
+        closed = closed_alert(self.campaign, state, now, export) \
             if closing and self.machine in (None, 1) else None
         if closed is not None:
             self.notify(closed, now)

@@ -10,13 +10,15 @@ printable here, once, for every face (:mod:`cockpit.common.printable`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from cockpit.campaign.model import Campaign
+from cockpit.campaign.model import Campaign, Stage
 from cockpit.close.budget import budget_of
 from cockpit.close.conclusion import conclude
+from cockpit.close.export_state import ExportState
 from cockpit.close.hours import HoursBought
+from cockpit.common.metric_names import lookup
 from cockpit.common.printable import printable
 from cockpit.engine.affordances import (
     export_action,
@@ -84,6 +86,9 @@ class Observations:
     hours: HoursBought | None = None  # what the GPU-hours bought (engine.hours, cached)
     conductor: ConductorView = ConductorView()  # who conducts (engine.conductor)
     plan_refused: str | None = None  # an edit of the campaign file that does not load
+    # run -> seconds its running attempt has run (monotonic where this engine watched it)
+    run_ages: Mapping[str, float] = field(default_factory=dict)
+    export: ExportState | None = None  # the export against the facts now (issue 41)
 
 
 SNAPSHOT_NOTES = 10  # a stage's newest notes in the Snapshot (the journal holds all)
@@ -125,7 +130,7 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
                                                            now),
         runs=run_views(campaign, state, obs.streams, obs.checkpoints, obs.gpu_memory,
                        max_steps, obs.machine, now),
-        rules=rule_views(campaign, state, obs.streams, obs.underfed),
+        rules=rule_views(campaign, state, obs.streams, obs.underfed, obs.run_ages),
         pending_decisions=state.pending_decisions,
         revised=state.revised, gpus=obs.gpu, host=obs.host,
         warnings=tuple(printable(w) for w in warnings),
@@ -135,9 +140,18 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         export_action=export_action(campaign, state, obs.machine),
         schedule=planned_schedule(campaign),
         exported_at=parse_t(export) if export and export.get("verified") else None,
+        export=export_shown(obs.export),
         landing=tuple(printable(line) for line in obs.landing), hours=obs.hours,
         conductor=obs.conductor,
         plan_refused=None if obs.plan_refused is None else printable(obs.plan_refused))
+
+
+def export_shown(export: ExportState | None) -> ExportState | None:
+    """The export's state with its journal-born words made printable (a verdict's
+    reason, a run id)."""
+    if export is None:
+        return None
+    return replace(export, stale=shown(export.stale), open=shown(export.open))
 
 
 def stage_views(campaign: Campaign, state: CampaignState, obs: Observations, fc: Forecast,
@@ -161,13 +175,24 @@ def stage_views(campaign: Campaign, state: CampaignState, obs: Observations, fc:
             elapsed_s=st.elapsed_s(now), decision_point=stage.decision_point,
             started_at=st.started_at, ended_at=st.ended_at, run=stage.run,
             has_command=stage.command is not None, progress=prog, eta=eta,
-            forecast_end=fc.stage_end.get(stage.id), decision=decision, reason=shown(st.reason),
+            forecast_end=fc.stage_end.get(stage.id), decision=decision,
+            reason=_stage_reason(stage, st.reason, status, obs.export),
             notes=tuple(printable(n) for n in st.notes[-SNAPSHOT_NOTES:]),
             notes_count=st.notes_count, exit_code=st.exit_code,
             start=start_allowed(campaign, state, stage, obs.machine, status),
             stop=stage_stop_allowed(campaign, state, stage, obs.machine),
             mark=mark, mark_as=mark_as, log_path=log_paths(st.exit_file)))
     return tuple(stages)
+
+
+def _stage_reason(stage: Stage, reason: str | None, status: str,
+                  export: ExportState | None) -> str | None:
+    """A stage's reason as shown; the export stage's done says when its export went
+    stale (the stage is done, its product is not current)."""
+    if status == DONE and (stage.role or stage.id) == "export" and export is not None \
+            and export.stale is not None:
+        return shown(f"export STALE: {export.stale}")
+    return shown(reason)
 
 
 # The plan as scheduled, per campaign object (a campaign is loaded once and never changes).
@@ -193,8 +218,8 @@ def conclusionshown(campaign: Campaign, state: CampaignState,
     spec = campaign.conclusion
     if spec is None:
         return None
-    values = {run_id: stream.latest[spec.metric] for run_id, stream in streams.items()
-              if spec.metric in stream.latest}
+    values = {run_id: value for run_id, stream in streams.items()
+              if (value := lookup(stream.latest, spec.metric)) is not None}
     return conclude(campaign, state, values).text + blind_note(campaign, state, streams)
 
 

@@ -5,18 +5,30 @@ run. Pure, like :mod:`cockpit.engine.build` (which composes them into the Snapsh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from cockpit.campaign.model import Campaign, MetricCheck, StopRule
+from cockpit.close.acceptance import awaiting_verdict
+from cockpit.common.metric_names import lookup
 from cockpit.common.printable import is_printable, printable
 from cockpit.engine.affordances import log_paths, run_stop_allowed, verdict_allowed
 from cockpit.engine.snapshot import CheckpointView, RuleView, RunView
 from cockpit.engine.underfed import UnderfedSeen
 from cockpit.journal.fold import NOT_STARTED, RUNNING, CampaignState, RunState
 from cockpit.journal.log import parse_time
-from cockpit.runs.blind import BLIND, WAITING, declared_sources, stream_blind, watches_metric
+from cockpit.runs.blind import (
+    BLIND,
+    FIRST_REPORT_WORDS,
+    WAITING,
+    declared_sources,
+    first_report_due,
+    source_status,
+    stream_blind,
+    watches_metric,
+)
 from cockpit.runs.checkpoints.discovery import CheckpointScan, interval_advice
 from cockpit.runs.metrics.stream import MetricPoint, MetricStream
 from cockpit.runs.rules import span, stall_limit, step_interval
@@ -38,6 +50,7 @@ def run_views(campaign: Campaign, state: CampaignState, streams: Mapping[str, Me
               max_steps: Mapping[str, int], machine: int | None,
               now: datetime) -> tuple[RunView, ...]:
     runs = []
+    judging = set(awaiting_verdict(campaign, state))  # its acceptance checks will judge it
     for run_id, run in state.runs.items():
         stream = streams.get(run_id)
         spec = campaign.runs.get(run_id)
@@ -60,15 +73,18 @@ def run_views(campaign: Campaign, state: CampaignState, streams: Mapping[str, Me
             accept=verdict_allowed(campaign, state, run_id, machine, "accept"),
             reject=verdict_allowed(campaign, state, run_id, machine, "reject"),
             stop=run_stop_allowed(campaign, state, run_id, machine),
-            log_path=log_paths(run.exit_file),
+            log_path=log_paths(run.exit_file), judging=run_id in judging,
             **progress_fields(campaign, run_id, stream, max_steps.get(run_id), now)))
     return tuple(runs)
 
 
 def rule_views(campaign: Campaign, state: CampaignState,
                streams: Mapping[str, MetricStream],
-               underfed: Mapping[str, Mapping[str, UnderfedSeen]] | None = None
-               ) -> tuple[RuleView, ...]:
+               underfed: Mapping[str, Mapping[str, UnderfedSeen]] | None = None,
+               ages: Mapping[str, float] | None = None) -> tuple[RuleView, ...]:
+    """Each stop rule's state on each run it applies to; ``ages``: how long each running
+    run's attempt has run (a rule is blind on it only after its first reports had time
+    to come, :func:`cockpit.runs.blind.first_report_due`)."""
     rules = []
     for rule in campaign.stop_rules:
         for run_id, run in state.runs.items():
@@ -78,10 +94,16 @@ def rule_views(campaign: Campaign, state: CampaignState,
             hit = next((f for f in state.fired if f.run == run_id and f.rule == rule.id
                         and f.attempt == run.attempt), None)
             stream = streams.get(run_id)
-            value = stream.latest.get(rule.metric) if stream and rule.metric else None
+            value = lookup(stream.latest, rule.metric) if stream and rule.metric else None
             blind = None if hit or not watches_metric(rule) else stream_blind(
                 rule.metric, run.state, stream, declared_sources(campaign, run_id),
                 strict=bool(rule.runs))
+            if blind and stream is not None and first_report_due(
+                    run.state, (ages or {}).get(run_id), stream.latest.keys(),
+                    source_status(stream, declared_sources(campaign, run_id))):
+                rules.append(RuleView(rule.id, run_id, rule.kind, WAITING, FIRST_REPORT_WORDS,
+                                      rule.action, rule.metric, None, rule.implicit))
+                continue
             if hit:
                 rules.append(RuleView(rule.id, run_id, rule.kind,
                                       "fired" if hit.action == "stop" else "warn",
@@ -93,9 +115,12 @@ def rule_views(campaign: Campaign, state: CampaignState,
             else:  # unknown is not ok: a metric never seen leaves the rule blind
                 note = stall_note(rule, run, stream) \
                     if rule.kind == "stalled" and run.state == RUNNING else None
-                # waiting: the run has not started, or a stalled rule has no interval yet
+                if note is None and rule.kind == "non_finite":
+                    note = unjudged_note(rule, run, value)
+                # waiting: the run has not started, a stalled rule has no interval yet,
+                # or a non_finite rule never judged the non-finite value shown
                 state_now = BLIND if blind else WAITING if run.state == NOT_STARTED or \
-                    note == NO_INTERVAL else "ok"
+                    note == NO_INTERVAL or (note and rule.kind == "non_finite") else "ok"
                 rules.append(RuleView(rule.id, run_id, rule.kind, state_now,
                                       shown(blind) if blind else note, rule.action,
                                       rule.metric, value, rule.implicit))
@@ -103,6 +128,19 @@ def rule_views(campaign: Campaign, state: CampaignState,
 
 
 NO_INTERVAL = "no interval yet (under 3 steps): cannot tell a stall yet"
+
+
+def unjudged_note(rule: StopRule, run: RunState, value: float | None) -> str | None:
+    """A non_finite rule that has not fired while the run's last value is non-finite
+    never judged that value: it came before the rule watched (the rule was added since;
+    it fires on the non-finite values it sees). Never ✓ beside a NaN: what it watches
+    from, in words; None when the value is finite or unknown."""
+    if value is None or math.isfinite(value):
+        return None
+    seen = f"{rule.metric} was {value} before this rule watched run {run.id}"
+    if run.state == RUNNING:
+        return f"{seen}: it judges the run's reports from now on"
+    return f"{seen}: watches from attempt {len(run.attempts()) + 1}"
 NO_GPU_SAMPLE = ("no GPU sample of this run yet (a cockpit samples only its own machine's "
                  "GPUs)")
 

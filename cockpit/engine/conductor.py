@@ -37,34 +37,38 @@ class Effect:
     sites: tuple[str, ...]
 
 
-_STEP = "cockpit.engine.facade:_step"  # the tick's acting half: only while conducting
+_TICK = "cockpit.engine.facade:"  # the tick's acting steps (Engine.TICK_STEPS): conducting only
 CONDUCTOR_EFFECTS: dict[str, Effect] = {
     "guards": Effect("stop rules, blind, stalled, underfed, deadline, landing-near, stop "
                      "escalation: the guards' intents carried out",
                      ("guards.rule_firings", "guards.blind_rules", "guards.stops_to_escalate",
                       "guards.deadline_guard", "guards.landing_near", "launcher.carry_out"),
                      # wait_stopped: a one-shot `stop` driving its own stop to the end
-                     (_STEP, "cockpit.engine.facade:wait_stopped",
-                      "cockpit.engine.landing:_stop")),
-    "auto_start": Effect("--auto starts the next stage", ("guards.auto_starts",), (_STEP,)),
-    "landing": Effect("the landing's steps", ("landing.step",), (_STEP,)),
+                     tuple(_TICK + s for s in ("_judge_rules", "_judge_blind",
+                                               "_escalate_stops", "_start_next",
+                                               "_guard_window"))
+                     + ("cockpit.engine.facade:wait_stopped", "cockpit.engine.landing:_stop")),
+    "auto_start": Effect("--auto starts the next stage (none the landing would cut)",
+                         ("guards.auto_starts", "guards.landing_cuts"), (_TICK + "_start_next",)),
+    "landing": Effect("the landing's steps", ("landing.step",), (_TICK + "_land",)),
     "verification": Effect("automatic verification and acceptance",
-                           ("verification.judge_runs", "verification.auto_verify"), (_STEP,)),
+                           ("verification.judge_runs", "verification.auto_verify"),
+                           (_TICK + "_verify",)),
     "exits": Effect("a run's end journaled", ("exits.record",),
-                    (_STEP, "cockpit.engine.facade:wait_stopped")),
+                    (_TICK + "_record_exits", "cockpit.engine.facade:wait_stopped")),
     "plan_change": Effect("an edited campaign file journaled once",
                           ("recorder.record_plan_change",),
-                          (_STEP, "cockpit.engine.facade:_watch_plan")),
+                          (_TICK + "_record_changes", "cockpit.engine.facade:_watch_plan")),
     CLOCK_JUMP: Effect("a wall-clock step journaled", ("recorder.record_clock_jump",),
-                         (_STEP,)),
-    "alerts": Effect("alerts sent and journaled", ("alerting.run",), (_STEP,)),
-    "hooks": Effect("the campaign's hooks run", ("hooks.run",), (_STEP,)),
+                       (_TICK + "_record_changes",)),
+    "alerts": Effect("alerts sent and journaled", ("alerting.run",), (_TICK + "_announce",)),
+    "hooks": Effect("the campaign's hooks run", ("hooks.run",), (_TICK + "_announce",)),
     "flight_recorder": Effect("the flight recorder's writes",
                               ("flight.record", "FlightRecorder"),
-                              (_STEP, "cockpit.engine.facade:_conduct_now")),
+                              (_TICK + "_record_telemetry", "cockpit.engine.facade:_conduct_now")),
     "state_cache": Effect("the state cache and the metric streams' caches",
                           ("past.save_cache", "self.save_streams"),
-                          (_STEP, "cockpit.engine.observer:poll",
+                          (_TICK + "_announce", "cockpit.engine.observer:poll",
                            "cockpit.engine.observer:close")),
     "status_log": Effect("the status log `status --line` reads", ("status_log.write_line",),
                          ("cockpit.headless.loop:outputs", "cockpit.tui.app:_write_status")),

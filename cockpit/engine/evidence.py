@@ -2,7 +2,9 @@
 process (``verify``), a resume compared with the run it continues (``verify_resume``,
 D17), and the verified export (``export``, D19). Each waits for its process and
 journals its result when done (the tick's own background checks are
-:mod:`cockpit.engine.verification`'s).
+:mod:`cockpit.engine.verification`'s). ``export_state`` says whether the newest export
+still says what is true and whether the question is answered (issue 41), once per
+folded state.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from cockpit.campaign.model import Run
+from cockpit.close.conclusion import conclude_now
+from cockpit.close.export_state import ExportState, export_state
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.event_kinds import CHECKPOINT_VERIFIED, RESUME_VERIFIED
 from cockpit.engine.history import History
 from cockpit.engine.scope import Scope
 from cockpit.journal.fields import Event
+from cockpit.journal.state import CampaignState
 from cockpit.runs.checkpoints.discovery import CheckpointInfo
 from cockpit.runs.checkpoints.verifier import (
     checkpoint_step,
@@ -34,6 +39,21 @@ class Evidence:
         self.history = history
         self.clock = history.time.clock
         self.actor = actor
+        self._export_state: tuple[CampaignState, ExportState] | None = None
+
+    def export_state(self, state: CampaignState) -> ExportState:
+        """The newest verified export against the facts now, and the question's answer
+        (:mod:`cockpit.close.export_state`): worked out again only for a new state (the
+        conclusion reads the runs' metric files)."""
+        held = self._export_state
+        if held is not None and held[0] is state:
+            return held[1]
+        exported = bool(state.export and state.export.get("verified"))
+        conclusion = conclude_now(self.campaign, state) \
+            if exported and self.campaign.conclusion is not None else None
+        value = export_state(self.campaign, state, conclusion)
+        self._export_state = (state, value)
+        return value
 
     def _run(self, target: str) -> Run:
         run = self.campaign.runs.get(target) or self.campaign.runs.get(

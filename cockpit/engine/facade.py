@@ -29,10 +29,13 @@ Each part has its dependencies given in its constructor and none inherits anothe
                    machine's own (:class:`LocalActions`), or another's (the fleet hands
                    its remote actions in)
 
-``tick(now)`` is the pipeline observe → fold → guards → act → snapshot; the guards
-(:mod:`cockpit.engine.guards`) are pure functions from the state and what was observed
-to intents. The state is folded once per step and again only after an act wrote the
-journal (the history's cache). The constructor reads no journal and starts no sampler:
+``tick(now)`` polls and folds on every face; a conducting engine then runs the steps of
+:data:`Engine.TICK_STEPS` in order (record changes, reconcile claims, judge rules, record
+exits, judge blind, verify, escalate stops, start next, guard the window, land, record
+telemetry, announce), then builds the snapshot. The guards (:mod:`cockpit.engine.guards`)
+are pure functions from the state and what was observed to intents. Each step reads the
+state folded now: it is refolded only after an act wrote the journal (the history's
+cache). The constructor reads no journal and starts no sampler:
 :meth:`Engine.open` does (every entry point calls it first; it runs once).
 """
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,7 +59,7 @@ from cockpit.engine.clockwatch import ClockJump
 from cockpit.engine.conductor import PlanWatch, conductor_view
 from cockpit.engine.evidence import Evidence
 from cockpit.engine.exits import ExitRecorder
-from cockpit.engine.guards import ExitVerdict, ExportFacts
+from cockpit.engine.guards import ExitVerdict, ExportFacts, RunSeen
 from cockpit.engine.history import History
 from cockpit.engine.hooks import HookDispatcher
 from cockpit.engine.hours import HoursCache
@@ -130,6 +134,16 @@ class LocalActions:
         self.cost = recorder.cost
 
 
+@dataclass
+class TickSteps:
+    """What one tick's acting steps share: its time, the clock's jump it saw, and what
+    the observation step saw of each run (the rule steps read it)."""
+
+    now: datetime
+    jump: ClockJump | None
+    seen: dict[str, RunSeen] | None = None
+
+
 class Engine:
     """The facade the faces and the CLI use: ``tick`` plus the actions."""
 
@@ -172,7 +186,8 @@ class Engine:
                                actor=actor)
         # ``alert_send``: how an alert goes out (a test's inbox); None: the real delivery.
         self.alerting = AlertDispatcher(campaign, past, () if read_only else alerts, machine,
-                                        **({"sender": alert_send} if alert_send else {}))
+                                        **({"sender": alert_send} if alert_send else {}),
+                                        export_state=self.evidence.export_state)
         self.actions: Actions = actions or LocalActions(self.launcher, self.recorder)
         self.hours = HoursCache(campaign, machine, lambda: self.observer.streams)
         sampled = gpu_sampler is not None or host_sampler is not None
@@ -188,6 +203,8 @@ class Engine:
         self._records = record and sampled and not read_only
         self.flight: FlightRecorder | None = None
         self.plan_watch = PlanWatch(campaign)
+        # Ready stages --auto holds back because the landing would cut them (a person's).
+        self.held_back: frozenset[str] = frozenset()
         # A valid new version of the campaign file that this face should now load (its
         # face reopens the engine: :func:`cockpit.fleet.open.reopen_engine`).
         self.reload_wanted: Campaign | None = None
@@ -293,48 +310,109 @@ class Engine:
 
     def _step(self, state: CampaignState, jump: ClockJump | None,
               now: datetime) -> CampaignState:
-        """What a tick does that writes: each act refolds the state only when it wrote."""
-        if jump is not None:
-            self.recorder.record_clock_jump(jump, self.time.watch.settle_s, now)
+        """The tick's acting half: the steps of :data:`TICK_STEPS`, in order. Each acts on
+        the state folded now (the fold refolds only after a write: a step that wrote
+        nothing costs no refold) and journals only through the part that owns it."""
+        tick = TickSteps(now, jump)
+        for step in Engine.TICK_STEPS:
+            step(self, tick)
+        return self.past.state(now)
+
+    def _record_changes(self, tick: TickSteps) -> None:
+        """A wall-clock step, and an edited plan, journaled once."""
+        if tick.jump is not None:
+            self.recorder.record_clock_jump(tick.jump, self.time.watch.settle_s, tick.now)
         if self.plan_watch.current(self.clock.monotonic()) == self.campaign.sha256:
             # Only the version the file holds now: a face whose plan the file has left
             # behind reloads (PlanWatch) and never journals its older version.
-            self.recorder.record_plan_change(state, now)
-        self.launcher.reconcile_claims(state, now)  # launches whose record never landed
-        state = self.past.state(now)
-        # Rules before exits: a run's last lines (a truncation count, a final NaN) are
-        # judged while it still counts as running, even if it has just exited.
-        seen = self.observer.observe(state, now, self.verification.verifying)
-        act = self.launcher.carry_out
-        act(guards.rule_firings(self.campaign, state, seen, holding=self.holding()), now)
-        self.exits.record(self.past.state(now), now)
-        state = self.past.state(now)
-        act(guards.blind_rules(self.campaign, state, seen, self.past.keys), now)
-        self.verification.judge_runs(now)  # acceptance when a run ends (reloads: background)
-        self.verification.auto_verify(self.past.state(now), now)
-        state = self.past.state(now)
-        act(guards.stops_to_escalate(state, self.observer.stop_ages(state, now),
-                                     self.campaign.settings.stop_grace_s), now)
-        if self.auto_now() and not self.holding() and not self.landing.began:
-            act(guards.auto_starts(self.campaign, self.past.state(now), self.machine), now)
-        if not self.holding():  # a clock that just jumped decides nothing on the window
-            state = self.past.state(now)
-            act(guards.deadline_guard(self.campaign, state, now, machine=self.machine,
-                                      progress=progress_of(self.campaign,
-                                                           self.observer.streams)[0],
-                                      export=self._export_facts(state)), now)
-            act(guards.landing_near(self.campaign, now, landing_now(
-                self.campaign, state, self.observer.checkpoints, self.machine).point), now)
-        self.landing.step(self.past.state(now), now, holding=self.holding())
-        state = self.past.state(now)
-        self.observer.sample_telemetry(state, now, self.past.journal_once)
+            self.recorder.record_plan_change(self.past.state(tick.now), tick.now)
+
+    def _reconcile_claims(self, tick: TickSteps) -> None:
+        """Launches whose record never landed (a cockpit killed mid-start)."""
+        self.launcher.reconcile_claims(self.past.state(tick.now), tick.now)
+
+    def _judge_rules(self, tick: TickSteps) -> None:
+        """The stop rules, before the exits: a run's last lines (a truncation count, a
+        final NaN) are judged while it still counts as running, even if it just exited."""
+        state = self.past.state(tick.now)
+        tick.seen = self.observer.observe(state, tick.now, self.verification.verifying)
+        self.launcher.carry_out(guards.rule_firings(self.campaign, state, tick.seen,
+                                                    holding=self.holding()), tick.now)
+
+    def _record_exits(self, tick: TickSteps) -> None:
+        self.exits.record(self.past.state(tick.now), tick.now)
+
+    def _judge_blind(self, tick: TickSteps) -> None:
+        self.launcher.carry_out(guards.blind_rules(self.campaign, self.past.state(tick.now),
+                                                   tick.seen or {}, self.past.keys), tick.now)
+
+    def _verify(self, tick: TickSteps) -> None:
+        """Acceptance when a run ends, and the checkpoints' reloads (in the background)."""
+        self.verification.judge_runs(tick.now)
+        self.verification.auto_verify(self.past.state(tick.now), tick.now)
+
+    def _escalate_stops(self, tick: TickSteps) -> None:
+        state = self.past.state(tick.now)
+        self.launcher.carry_out(guards.stops_to_escalate(
+            state, self.observer.stop_ages(state, tick.now),
+            self.campaign.settings.stop_grace_s), tick.now)
+
+    def _start_next(self, tick: TickSteps) -> None:
+        """--auto: the next stages (none the landing would cut; nothing while the clock's
+        jump settles or the landing runs)."""
+        if not (self.auto_now() and not self.holding() and not self.landing.began):
+            return
+        state = self.past.state(tick.now)
+        starts = guards.auto_starts(self.campaign, state, self.machine,
+                                    self.evidence.export_state(state))
+        if starts and self.campaign.on_deadline == "land":
+            starts, self.held_back = guards.landing_cuts(
+                self.campaign, starts, tick.now, self._point_of_no_return(tick.now))
+        else:
+            self.held_back = frozenset()
+        self.launcher.carry_out(starts, tick.now)
+
+    def _guard_window(self, tick: TickSteps) -> None:
+        """The deadline guard and the landing's warning (never while a clock jump holds:
+        a clock that just jumped decides nothing on the window)."""
+        if self.holding():
+            return
+        now, state = tick.now, self.past.state(tick.now)
+        self.launcher.carry_out(guards.deadline_guard(
+            self.campaign, state, now, machine=self.machine,
+            progress=progress_of(self.campaign, self.observer.streams)[0],
+            export=self._export_facts(state)), now)
+        self.launcher.carry_out(guards.landing_near(
+            self.campaign, now, self._point_of_no_return(now), began=self.landing.began), now)
+
+    def _land(self, tick: TickSteps) -> None:
+        self.landing.step(self.past.state(tick.now), tick.now, holding=self.holding())
+
+    def _record_telemetry(self, tick: TickSteps) -> None:
+        """GPU warnings journaled; the flight recorder's second."""
+        self.observer.sample_telemetry(self.past.state(tick.now), tick.now,
+                                       self.past.journal_once)
         if self.flight is not None:
-            self.flight.record(now.timestamp(), self.observer.gpu.gpus, self.observer.host)
-        self.past.announce(now)
-        self.hooks.run(self.past.fresh, now)  # for the events first seen in this tick
-        self.alerting.run(self.past.fresh, now)  # queued: a dead target never slows this
-        self.past.save_cache()  # every CACHE_EVERY_S: a restart folds only the tail
-        return self.past.state(now)
+            self.flight.record(tick.now.timestamp(), self.observer.gpu.gpus,
+                               self.observer.host)
+
+    def _announce(self, tick: TickSteps) -> None:
+        """What this tick saw first: its hooks run, its alerts queued (a dead target never
+        slows the tick), and the state cache kept (a restart folds only the tail)."""
+        self.past.announce(tick.now)
+        self.hooks.run(self.past.fresh, tick.now)
+        self.alerting.run(self.past.fresh, tick.now)
+        self.past.save_cache()
+
+    # The acting half of a tick, in order: each step (engine, TickSteps) -> None.
+    TICK_STEPS: tuple[Callable[[Engine, TickSteps], None], ...] = (
+        _record_changes, _reconcile_claims, _judge_rules, _record_exits, _judge_blind,
+        _verify, _escalate_stops, _start_next, _guard_window, _land, _record_telemetry,
+        _announce)
+
+    def _point_of_no_return(self, now: datetime) -> datetime:
+        return landing_now(self.campaign, self.past.state(now), self.observer.checkpoints,
+                           self.machine).point
 
     def _watch_plan(self, state: CampaignState, now: datetime) -> None:
         """An edited campaign file: the conductor journals a valid new version once; a
@@ -363,7 +441,10 @@ class Engine:
             decided_planned_s=self.recorder.decided_planned_s(state), machine=self.machine,
             machines=self.past.machine_views(), landing=self.landing.timeline(),
             hours=self.hours.get(state, now), underfed=obs.underfed.looks(),
-            conductor=self.conductor(), plan_refused=self.plan_watch.refused), now)
+            conductor=self.conductor(), plan_refused=self.plan_watch.refused,
+            export=self.evidence.export_state(state),
+            run_ages={run.id: self.time.age_s(run.attempt, run.started_at, now)
+                      for run in state.runs.values() if run.state == RUNNING}), now)
 
     def _export_facts(self, state: CampaignState) -> ExportFacts:
         export = state.export  # the newest export written, as folded (cache included)
@@ -409,7 +490,9 @@ class Engine:
             return ExitVerdict(5, "landed before the window's end: " + (
                 self.landing.timeline() or ("",))[-1])
         return guards.until_done(self.campaign, state, auto=self.auto_now(),
-                                 judging=bool(self.verification.judging))
+                                 judging=bool(self.verification.judging),
+                                 held=self.held_back, machine=self.machine,
+                                 export=self.evidence.export_state(state))
 
     def check_acceptance(self, run_id: str) -> tuple[bool, list[str]]:
         """(passes, reasons): the run's acceptance checks evaluated now."""

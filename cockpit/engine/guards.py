@@ -13,10 +13,16 @@ signal and write no journal; the launcher carries their intents out.
   not seen its run's GPUs' utilization for ``BLIND_GRACE_S`` without a break.
 - A requested stop escalates to SIGKILL once ``stop_grace`` has passed (monotonic).
 - In auto mode, ready stages start in plan order; nothing starts past a pending
-  decision or a revision (the launcher checks readiness again under the lock).
+  decision or a revision (the launcher checks readiness again under the lock). An
+  export stage whose export went stale (issue 41) runs again once nothing else is left
+  to run or judge (:func:`export_again`); ``--until-done`` never exits 0 on a stale
+  export.
 - The deadline guard (D19) warns when the window is near its end without a verified
   export and, with ``on_deadline: stop-optional``, stops optional runs and starts the
   export when the forecast leaves no time for export and retrieval.
+- With ``on_deadline: land``, the landing's warning comes before the point of no return
+  (never once the landing began), and auto mode starts no stage that cannot end before
+  that point (:func:`landing_cuts`: said once, left for a person).
 
 After a wall-clock jump the rules on ages, auto-start and the deadline guard hold until
 the clock has settled (the caller passes ``holding``); rules on metric values never hold.
@@ -26,11 +32,12 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, StopRule
 from cockpit.close.acceptance import awaiting_verdict, has_slow_checks
 from cockpit.close.conclusion import conclude_now, on_deadline
+from cockpit.close.export_state import ExportState
 from cockpit.common.event_kinds import RULE_BLIND, WARNING
 from cockpit.common.units import format_duration
 from cockpit.engine.intents import (
@@ -41,7 +48,7 @@ from cockpit.engine.intents import (
     StartStage,
     StopRun,
 )
-from cockpit.engine.readiness import stage_status
+from cockpit.engine.readiness import resource_holder, stage_status, unmet_after
 from cockpit.engine.underfed import UnderfedSeen
 from cockpit.journal.fold import (
     DONE,
@@ -53,8 +60,10 @@ from cockpit.journal.fold import (
     CampaignState,
     RunState,
 )
-from cockpit.planning.deadline import closing_times, deadline_check, work_end
+from cockpit.planning.advice import downstream
+from cockpit.planning.deadline import closing_times, deadline_check, is_closing, work_end
 from cockpit.planning.forecast import forecast
+from cockpit.runs.blind import BLIND_GRACE_S as BLIND_GRACE_S  # re-exported
 from cockpit.runs.blind import declared_sources, stream_blind, watches_metric
 from cockpit.runs.metrics.stream import MetricPoint, MetricStream
 from cockpit.runs.rules import (
@@ -65,7 +74,7 @@ from cockpit.runs.rules import (
     check_underfed,
 )
 
-BLIND_GRACE_S = 120.0  # a running run's first reports come within this; then blind is news
+# A running run's first reports come within BLIND_GRACE_S (runs.blind); then blind is news.
 
 
 @dataclass(frozen=True)
@@ -176,29 +185,67 @@ def stops_to_escalate(state: CampaignState, stop_ages: Mapping[str, float],
 
 
 # ---------------------------------------------------------------------- auto mode
-def auto_starts(campaign: Campaign, state: CampaignState, machine: int | None
-                ) -> list[Intent]:
-    """This machine's ready stages, in plan order (none while the question is revised)."""
+def auto_starts(campaign: Campaign, state: CampaignState, machine: int | None,
+                export: ExportState | None = None) -> list[Intent]:
+    """This machine's ready stages, in plan order (none while the question is revised);
+    with none, the export stage again when its export is stale (:func:`export_again`)."""
     if state.revised:
         return []
-    return [StartStage(stage.id, auto=True) for stage in campaign.stages
-            if stage.command is not None and stage.machine == machine
-            and stage_status(campaign, state, stage) == "ready"]
+    starts: list[Intent] = [StartStage(stage.id, auto=True) for stage in campaign.stages
+                            if stage.command is not None and stage.machine == machine
+                            and stage_status(campaign, state, stage) == "ready"]
+    again = export_again(campaign, state, machine, export) if not starts else None
+    # Forced, not "auto" (the launcher starts an auto intent only while ready): a done
+    # stage starts again only so; export_again checked its after, resources, decisions.
+    return starts or ([StartStage(again, force=True)] if again else [])
+
+
+def export_again(campaign: Campaign, state: CampaignState, machine: int | None,
+                 export: ExportState | None) -> str | None:
+    """The export stage to run again because its export is stale (issue 41), the way a
+    rerun works (the stage is done; its product is not current), or None: no stale
+    export, no export stage with a command on this machine, something still running,
+    ready or awaiting its verdict (the export would go stale again), what the stage
+    waits for (its ``after``, a resource, a decision), or the stage ran since this
+    export was written and did not replace it (its command does not export: said by
+    ``--until-done``, never run in a loop)."""
+    if export is None or export.stale is None or state.revised:
+        return None
+    stage = next((s for s in campaign.stages if (s.role or s.id) == "export"), None)
+    if stage is None or stage.command is None or stage.machine != machine:
+        return None
+    st = state.stages[stage.id]
+    if st.state != DONE or (export.seq is not None and st.attempt is not None
+                            and st.attempt > export.seq):
+        return None
+    if any(state.stages[s.id].state == RUNNING or stage_status(campaign, state, s) == "ready"
+           for s in campaign.stages) or awaiting_verdict(campaign, state):
+        return None
+    if unmet_after(campaign, state, stage) or resource_holder(campaign, state, stage) \
+            or any(stage.id in downstream(campaign, d) for d in state.pending_decisions):
+        return None
+    return stage.id
 
 
 def until_done(campaign: Campaign, state: CampaignState, *, auto: bool,
-               judging: bool) -> ExitVerdict:
+               judging: bool, held: Container[str] = frozenset(),
+               machine: int | None = None, export: ExportState | None = None
+               ) -> ExitVerdict:
     """0: every essential stage done (and the question closed, when the plan has a
     conclusion rule); 1: an essential stage stopped/failed; 3: waiting for a person;
-    4: every essential stage done, but the question is not closed. ``judging``: a
-    reload check still runs in the background."""
+    4: every essential stage done, but the question is not closed; 6: every essential
+    stage done, but the export is stale (in auto mode its stage runs again first:
+    :func:`export_again`). ``judging``: a reload check still runs in the background;
+    ``held``: ready stages auto mode holds back for a person (:func:`landing_cuts`);
+    ``export``: the newest export against the facts now (None: not known)."""
     statuses = {s.id: stage_status(campaign, state, s) for s in campaign.stages}
     if any(v == RUNNING for v in statuses.values()):
         return ExitVerdict(None, "running")
     if any(r.stop is not None and not r.stop.done and r.state == RUNNING
            for r in state.runs.values()):
         return ExitVerdict(None, "stopping")
-    if auto and not state.revised and any(v == "ready" for v in statuses.values()):
+    if auto and not state.revised and any(v == "ready" and sid not in held
+                                          for sid, v in statuses.items()):
         return ExitVerdict(None, "starting")
     if judging or any(has_slow_checks(campaign.runs[r])
                       for r in awaiting_verdict(campaign, state)):
@@ -208,6 +255,11 @@ def until_done(campaign: Campaign, state: CampaignState, *, auto: bool,
     if broken:
         return ExitVerdict(1, f"essential stage {', '.join(broken)} {statuses[broken[0]]}")
     if all(statuses[s.id] == DONE for s in essential):
+        if export is not None and export.stale is not None:
+            if auto and export_again(campaign, state, machine, export):
+                return ExitVerdict(None, "exporting again")
+            return ExitVerdict(6, f"every essential stage is done, but the export is stale "
+                                  f"({export.stale}): {export.command}")
         if campaign.conclusion is not None:
             verdict = conclude_now(campaign, state)
             if not verdict.closed:
@@ -261,11 +313,14 @@ def deadline_guard(campaign: Campaign, state: CampaignState, now: datetime, *,
     return out
 
 
-def landing_near(campaign: Campaign, now: datetime, point: datetime) -> list[Intent]:
+def landing_near(campaign: Campaign, now: datetime, point: datetime, *,
+                 began: bool = False) -> list[Intent]:
     """With ``on_deadline: land``: a warning ``deadline.landing_lead`` before the point of
-    no return (once), so the person can land by hand, or knows the cockpit will."""
+    no return (once), so the person can land by hand, or knows the cockpit will. Never
+    once the landing ``began`` (the point moves later as runs stop: no step is announced
+    that is already past)."""
     left = (point - now).total_seconds()
-    if on_deadline(campaign) != "land" or now < campaign.package.start \
+    if began or on_deadline(campaign) != "land" or now < campaign.package.start \
             or not 0 < left <= campaign.deadline.landing_lead_s:
         return []
     return [RecordOnce(WARNING, "landing_near", {
@@ -273,6 +328,33 @@ def landing_near(campaign: Campaign, now: datetime, point: datetime) -> list[Int
                                         f"(the point of no return, {point:%H:%M} UTC): "
                                         "running runs are asked to save, then stopped, "
                                         "and the results exported"})]
+
+
+def landing_cuts(campaign: Campaign, starts: Sequence[Intent], now: datetime,
+                 point: datetime) -> tuple[list[Intent], frozenset[str]]:
+    """With ``on_deadline: land``: the auto starts of stages whose planned duration from
+    now ends after the point of no return are held back (the landing would cut them:
+    a stage with checkpoints cannot be known to reach its first one sooner), each said
+    once (a warning keyed ``landing_cut:<stage>``) and left for a person; a closing
+    stage (export, retrieval) is never held. (the intents to carry out, the held ids)"""
+    if on_deadline(campaign) != "land":
+        return list(starts), frozenset()
+    out: list[Intent] = []
+    held: set[str] = set()
+    for intent in starts:
+        stage = campaign.stage(intent.stage) if isinstance(intent, StartStage) else None
+        ends = now + timedelta(seconds=stage.seconds) if stage is not None else now
+        if stage is None or is_closing(stage) or ends <= point:
+            out.append(intent)
+            continue
+        held.add(stage.id)
+        out.append(RecordOnce(WARNING, f"landing_cut:{stage.id}", {
+            "source": "landing", "stage": stage.id,
+            "message": f"{stage.id} not started by --auto: its planned "
+                       f"{format_duration(stage.seconds)} would end {ends:%H:%M} UTC, after "
+                       f"the point of no return ({point:%H:%M} UTC), and the landing would "
+                       f"cut it; left for a person (cockpit start {stage.id})"}))
+    return out, frozenset(held)
 
 
 def _deadline_stops(campaign: Campaign, state: CampaignState, machine: int | None

@@ -2,20 +2,25 @@
 brings the results home by itself, each step journaled (``landing`` events, with a
 once-only key) so a restarted cockpit goes on where the last one stopped:
 
-1. ``began``: the point of no return has come (never while a clock jump holds); the
-   optional runs of this machine are stopped at once;
+1. ``began``: the point of no return has come (never while a clock jump holds; the
+   point and the reserve's terms are journaled with it); the optional runs of this
+   machine are stopped at once, and so is a run with nothing to save (no
+   ``checkpoints`` in its run spec, or none written yet: no save request, no wait);
 2. ``save_requested``: each other running run is asked to save now (the request file
    :mod:`cockpit.report` reads) and given :func:`save_wait_s`;
 3. ``saved`` then ``verified`` (or ``verify_failed``): a new complete checkpoint came
-   and was reloaded in a fresh process; ``save_missed``: none came in time, its newest
-   checkpoint is what is kept;
+   and that very file (its path, size and mtime are journaled) was reloaded in a fresh
+   process; the export carries it as a resume point (:mod:`cockpit.export.resume_points`);
+   ``save_missed``: none came in time, its newest checkpoint is what is kept;
 4. ``stopped``: the run is stopped (its stop is journaled with the rule ``landing``);
 5. ``exporting``, then ``exported`` when no run of this machine still runs: the
    cockpit's export, verified;
 6. ``landed``: with the command that fetches the export (an alert carries it).
 
 :func:`landing_now` is the pure part: the landing's times and the point of no return
-from the state and the checkpoint scans, the one figure every face shows.
+from the state and the checkpoint scans, the one figure every face shows. It reserves
+time only for what the landing will do: a save and a reload for each run it will ask to
+save (:func:`saves_on_request`), nothing for the runs it will stop at once.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from typing import Any
 
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign
 from cockpit.common.durations import format_duration
-from cockpit.common.errors import ActionRefused
+from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.event_kinds import LANDING
+from cockpit.common.units import format_bytes
 from cockpit.engine.evidence import Evidence
 from cockpit.engine.history import History
 from cockpit.engine.intents import StopRun
@@ -64,11 +70,13 @@ class LandingNow:
 def landing_now(campaign: Campaign, state: CampaignState,
                 checkpoints: Mapping[str, CheckpointScan], machine: int | None) -> LandingNow:
     """The point of no return now: the running runs of ``machine`` (every machine's when
-    None) saved, reloaded, then the export and its retrieval (:mod:`planning.deadline`)."""
+    None) that will be asked to save saved and reloaded, then the export and its
+    retrieval (:mod:`planning.deadline`); the runs stopped at once reserve nothing."""
     running = [r for r in state.runs.values() if r.state == RUNNING and (
         machine is None or _machine_of(campaign, r.id) == machine)]
-    saves = {r.id: _save_cost(checkpoints.get(r.id)) for r in running}
-    reloads = {r.id: _reload_cost(r) for r in running}
+    savers = [r for r in running if saves_on_request(campaign, r.id, checkpoints.get(r.id))]
+    saves = {r.id: _save_cost(checkpoints.get(r.id)) for r in savers}
+    reloads = {r.id: _reload_cost(r) for r in savers}
     expected = expected_export_bytes(campaign, {
         run_id: scan.newest.size_bytes if scan.newest else None
         for run_id, scan in checkpoints.items()})
@@ -78,8 +86,21 @@ def landing_now(campaign: Campaign, state: CampaignState,
     times = landing_times(
         campaign, closing_times(campaign, expected, written), saves, reloads,
         (float(measured), written) if isinstance(measured, (int, float))
-        and not isinstance(measured, bool) and measured >= 0 else None, expected)
+        and not isinstance(measured, bool) and measured >= 0 else None, expected,
+        stopped=[r.id for r in running if r not in savers])
     return LandingNow(times, point_of_no_return(campaign, times))
+
+
+def saves_on_request(campaign: Campaign, run_id: str, scan: CheckpointScan | None) -> bool:
+    """Whether the landing asks this run to save (and waits): an essential run that
+    declares ``checkpoints`` and has written a complete one. An optional run, or one with
+    nothing to save, is stopped at once."""
+    stage = campaign.stage_of_run(run_id)
+    if stage is not None and stage.category in OPTIONAL_CATEGORIES:
+        return False
+    spec = campaign.runs.get(run_id)
+    return spec is not None and spec.checkpoints is not None \
+        and _newest_complete(scan) is not None
 
 
 def _machine_of(campaign: Campaign, run_id: str) -> int | None:
@@ -161,7 +182,8 @@ class Landing:
                                 self.scope.machine)
             self._record("began", "landing:began", now,
                          f"the point of no return ({point.point:%H:%M:%S} UTC) has come: "
-                         f"{point.times.words()}")
+                         f"{point.times.words()}", point=point.point.isoformat(),
+                         reserve=point.times.terms())
         self._load(now)
         mine = [r for r in state.runs.values()
                 if r.state == RUNNING and self.scope.mine_run(r.id)]
@@ -196,6 +218,12 @@ class Landing:
             return
         key = f"landing:save:{run.id}:{run.attempt}"
         scan = self.observer.checkpoints.get(run.id)
+        if key not in self.past.keys and not saves_on_request(self.campaign, run.id, scan):
+            spec = self.campaign.runs.get(run.id)
+            self._stop(run, now, "nothing to save: " + (
+                "no checkpoints declared" if spec is None or spec.checkpoints is None
+                else "no checkpoint written yet") + "; not asked to save")
+            return
         asked = self._asked.get(run.id)
         if key not in self.past.keys or asked is None or asked.attempt != run.attempt:
             newest = _newest_complete(scan)
@@ -215,10 +243,14 @@ class Landing:
                                         or newest.mtime != asked.before_mtime)
         waited = self.past.time.mono() - asked.at_mono
         if fresh and newest is not None:
+            # The very file saved (path, size, mtime): what is verified and exported,
+            # never a newer one the run may write before it stops.
             self._record("saved", f"landing:saved:{run.id}:{run.attempt}", now,
-                         f"{run.id} saved {newest.path.name} after {waited:.0f} s",
-                         run=run.id, attempt=run.attempt)
-            self._verify(run, now)
+                         f"{run.id} saved {newest.path.name} "
+                         f"({format_bytes(newest.size_bytes)}) after {waited:.0f} s",
+                         run=run.id, attempt=run.attempt, path=str(newest.path.absolute()),
+                         size_bytes=newest.size_bytes, mtime=newest.mtime, step=newest.step)
+            self._verify(run, newest, now)
             self._stop(run, now, "its checkpoint saved on request")
         elif waited >= asked.wait_s:
             self._record("save_missed", f"landing:missed:{run.id}:{run.attempt}", now,
@@ -227,18 +259,20 @@ class Landing:
                          attempt=run.attempt)
             self._stop(run, now, "no checkpoint came in time")
 
-    def _verify(self, run: RunState, now: datetime) -> None:
+    def _verify(self, run: RunState, saved: CheckpointInfo, now: datetime) -> None:
+        """Reload the checkpoint just saved (that path, not whatever is newest now)."""
         try:
-            event = self.evidence.verify(run.id, "newest", now=now)
-        except (ActionRefused, OSError) as exc:
+            event = self.evidence.verify(run.id, str(saved.path.absolute()), now=now)
+        except (ActionRefused, InputError, OSError) as exc:
             ok, why = False, str(exc)
         else:
             ok, why = bool(event.get("ok")), str(event.get("error") or "")
         self._record("verified" if ok else "verify_failed",
                      f"landing:verified:{run.id}:{run.attempt}", self.past.time.steady_now(),
-                     f"{run.id}'s new checkpoint " + (
+                     f"{run.id}'s new checkpoint {saved.path.name} " + (
                          "reloads in a fresh process" if ok else f"does NOT reload: {why}"),
-                     run=run.id, attempt=run.attempt)
+                     run=run.id, attempt=run.attempt, path=str(saved.path.absolute()), ok=ok,
+                     size_bytes=saved.size_bytes, mtime=saved.mtime)
 
     def _stop(self, run: RunState, now: datetime, why: str) -> None:
         self.launcher.carry_out([StopRun(run.id, f"landing before the window ends: {why}",

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.close.budget import Budget, EarlierAttempt, OtherCost, PackageTerms, Rejection
+from cockpit.close.export_state import ExportState
 from cockpit.close.hours import GpuHours, HoursBought, IdleGap, StageHours
 from cockpit.common.durations import format_duration
 from cockpit.common.units import Money
@@ -30,7 +31,7 @@ from cockpit.telemetry import GpuReading, HostInfo, gpu_json, host_json
 # Re-exported: the types and words a face names (a face imports nothing below the engine).
 __all__ = [
     "BLIND", "BLIND_MARK", "WAITING", "Allowed", "Budget", "CheckpointView", "EarlierAttempt",
-    "EventLine", "ExportAction", "GpuHours", "GpuReading", "HostInfo", "HoursBought",
+    "EventLine", "ExportAction", "ExportState", "GpuHours", "GpuReading", "HostInfo", "HoursBought",
     "IdleGap", "LogPaths", "MachineView", "StageHours",
     "MetricPoint", "Money", "OtherCost", "PackageTerms", "Rejection", "RuleView", "RunView",
     "Slot", "Snapshot", "StageView", "WindowView", "snapshot_json",
@@ -176,6 +177,9 @@ class RunView:
     reject: Allowed = UNKNOWN
     stop: Allowed = UNKNOWN
     log_path: LogPaths | None = None  # its current attempt's output
+    # Ended with no verdict yet, and its acceptance checks will judge it (the conductor's
+    # automatic verdict, a reload in the background): no person is asked before they do.
+    judging: bool = False
     # The run's recent points (bounded by the stream's deque): sparklines and the chart.
     points: tuple[MetricPoint, ...] = field(default=(), compare=False, repr=False)
 
@@ -296,8 +300,11 @@ class Snapshot:
     # What the export key does now, and the plan's schedule (the timeline's plan lane).
     export_action: ExportAction = ExportAction("none", allowed=UNKNOWN)
     schedule: tuple[Slot, ...] = ()
-    # When the verified export that closed the campaign was written (None: not closed).
+    # When the newest verified export was written (None: none yet).
     exported_at: datetime | None = None
+    # The export against the facts now and the question's answer: stale, closed or
+    # exported with the question open, in one wording (issue 41; None: not known).
+    export: ExportState | None = None
     # The landing's steps as they happened, each with its time (empty: none began).
     landing: tuple[str, ...] = ()
     # What this machine's GPU-hours bought so far (issue 27; None: not computed).
@@ -319,19 +326,28 @@ class Snapshot:
 
     def needs_person(self) -> tuple[Need, ...]:
         """What only a person can do now, most urgent first: a decision the plan waits
-        for, a run that ended and awaits its verdict, a rule that cannot see its metric.
+        for, a run that ended and awaits its verdict, a rule that cannot see its metric,
+        an export gone stale (without --auto).
         The faces tell it (headless prints and repeats it, the TUI's keys come first)."""
         needs = [Need(f"decide:{s}", f"decision needed at {s}: the plan waits for it "
                       "(d in the cockpit, or `cockpit decide FILE continue|limit|revise "
                       f"--stage {s} --note …`)",
                       "decide") for s in self.pending_decisions]
+        # A run its acceptance checks are judging awaits them, not a person (unless
+        # nobody conducts: then nothing judges it).
         needs += [Need(f"verdict:{r.id}", f"run {r.id} ended and awaits a verdict: "
                        f"accept or reject it (a / r in the cockpit)", "verdict")
                   for r in self.runs
-                  if r.produces_result and r.verdict is None and r.accept.ok]
+                  if r.produces_result and r.verdict is None and r.accept.ok
+                  and not (r.judging and self.conductor.conducted)]
         needs += [Need(f"blind:{r.rule}@{r.run}", f"rule {r.rule} on run {r.run} is blind "
                        f"({r.reason or 'its metric was never seen'}): it cannot stop the run",
                        "blind") for r in self.rules if r.state == "blind"]
+        export = self.export
+        if export is not None and export.stale is not None and not self.auto:
+            # (--auto runs the export stage again itself: issue 41)
+            needs.append(Need(f"export:stale:{export.seq}", f"{export.words()} (e in the "
+                              "cockpit)", "export"))
         return tuple(needs)
 
 
@@ -339,7 +355,7 @@ class Snapshot:
 class Need:
     """One thing only a person can do (``Snapshot.needs_person``): a stable key (the
     same need on the next tick has the same key), the words, and its kind (``decide``,
-    ``verdict``, ``blind``)."""
+    ``verdict``, ``blind``, ``export``)."""
 
     key: str
     text: str
@@ -422,6 +438,8 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
                             **allowed_json(x.allowed)}
     if snap.conclusion is not None:
         out["conclusion"] = snap.conclusion
+    if snap.export is not None:
+        out["export"] = snap.export.as_json()
     if snap.machines:
         out["machine"] = snap.machine
         out["machines"] = [machine_json(m) for m in snap.machines]
@@ -451,7 +469,7 @@ def run_json(r: RunView) -> dict[str, Any]:
         "exit_code": r.exit_code, "stop_rule": r.stop_rule,
         "stop_reason": r.stop_reason, "verdict": r.verdict,
         "verdict_reason": r.verdict_reason, "stale_s": r.stale_s,
-        "stalled": r.stalled,
+        "stalled": r.stalled, "judging": r.judging,
         "garbage": r.garbage, "result": r.result, "kind": r.kind,
         "rate": r.rate, "eta": json_time(r.eta), "watched": list(r.watched),
         "key_metric": r.key_metric,

@@ -12,9 +12,10 @@ This module owns ``export_campaign``. What it writes (the *export root*, by defa
 Payload (``data/``): the plan file byte for byte and its hash, the journal, per run its
 params, raw metric files of every source (TensorBoard event files and their scalars as
 JSON lines: ``metric_export``), predictions, expected ids, outputs, stop reason and the
-artifact chosen for the result; ``telemetry/minutes.csv`` (the flight recording's minute
-aggregates: ``minutes_export``); ``manifest.json``, ``REPORT.md`` + ``timeline.svg``,
-``RELOAD.md`` + ``reload.json``.
+artifact chosen for the result, and once a landing began its resume points
+(``resume_points``); ``telemetry/minutes.csv`` (the flight recording's minute
+aggregates: ``minutes_export``); ``manifest.json``, ``REPORT.md`` (with its "Landing"
+section: ``landing_md``) + ``timeline.svg``, ``RELOAD.md`` + ``reload.json``.
 
 Each file is read once: copied in a stream while hashed, or, for large artifacts on
 the same filesystem, hard-linked and hashed (a cache keyed by inode, size and mtime
@@ -55,8 +56,10 @@ from typing import Any
 import cockpit
 from cockpit.campaign.model import Campaign
 from cockpit.close.budget import budget
-from cockpit.close.conclusion import conclude
+from cockpit.close.conclusion import Conclusion, conclude
+from cockpit.close.export_state import export_facts
 from cockpit.close.hours_read import read_hours
+from cockpit.close.open_facts import open_facts
 from cockpit.common.event_kinds import EXPORT_DONE, PLAN_CHANGED
 from cockpit.common.fsutil import fsync_dir
 from cockpit.common.printable import printable_block
@@ -64,6 +67,7 @@ from cockpit.export.bagit_files import fetch_target, fetch_text, write_bag_files
 from cockpit.export.export_checks import HISTORY_FILE
 from cockpit.export.hashing import HashCache
 from cockpit.export.hours_md import hours_section
+from cockpit.export.landing_md import landing_section
 from cockpit.export.minutes_export import MinutesExport, add_minutes
 from cockpit.export.payload import FileEntry, Payload
 from cockpit.export.provenance_files import (
@@ -75,6 +79,7 @@ from cockpit.export.provenance_files import (
 )
 from cockpit.export.reload_recipe import installed_packages, reload_md
 from cockpit.export.report_md import render_report, timeline_svg
+from cockpit.export.resume_points import landing_record
 from cockpit.export.root_swap import (
     ROOT_FORMAT,
     holds_verified,
@@ -126,6 +131,9 @@ class ExportResult:
     kept_failed: Path | None = None
     current_bag: Path | None = None
     current_sha256: str | None = None
+    # What the export was made from (verdicts, accepted runs, their verified checkpoints,
+    # the answer): journaled with it, so a later change shows it stale (issue 41).
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def current(self) -> bool:
@@ -249,7 +257,7 @@ def export_campaign(
             sha256=result.tar_sha256, verified=result.verified, artifacts=artifacts,
             reload_checked=verify_reload,
             failures=list(result.verify.failures) if result.verify else [],
-            seconds=result.timings.get("total_s"),
+            seconds=result.timings.get("total_s"), facts=result.facts,
             fetch=result.fetch_commands[0] if result.fetch_commands else None, **extra)
     step("done")
     return result
@@ -300,13 +308,13 @@ def _build(campaign: Campaign, state: CampaignState, events: list[Event], root: 
 
     plan = _add_plan_and_journal(payload, campaign, events)
     step("plan_written")
-    runs = add_runs(payload, campaign, state, artifacts, warnings)
+    runs = add_runs(payload, campaign, state, artifacts, warnings, events)
     step("runs_written")
     minutes = add_minutes(payload, campaign, warnings)  # never fails on a bad recording
     timings["payload_s"] = round(time.monotonic() - t0, 4)
 
-    _add_reports(payload, campaign, state, events, plan, now, artifacts, runs,
-                 environment_future.result(), warnings, step, minutes)
+    conclusion = _add_reports(payload, campaign, state, events, plan, now, artifacts, runs,
+                              environment_future.result(), warnings, step, minutes)
     step("payload_written")
 
     write_bag_files(bag, payload.files, {**_bag_info(campaign, now, plan.sha256),
@@ -345,15 +353,16 @@ def _build(campaign: Campaign, state: CampaignState, events: list[Event], root: 
     result.warnings = warnings
     result.skipped = payload.skipped
     result.timings = timings
+    result.facts = export_facts(campaign, state, conclusion)
     return result
 
 
 def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
                  events: list[Event], plan: FileEntry, now: datetime, artifacts: str,
                  runs: RunsExport, environment: dict[str, Any], warnings: list[str],
-                 step: Progress, minutes: MinutesExport | None = None) -> None:
+                 step: Progress, minutes: MinutesExport | None = None) -> Conclusion:
     """Provenance, REPORT.md and timeline.svg, the reload recipe (reload.json, RELOAD.md)
-    and manifest.json: what is written once the runs are in."""
+    and manifest.json: what is written once the runs are in; the conclusion they state."""
     # The code, the environment and the plan as decided and at the end (D22, D24).
     prov = add_provenance(payload, campaign, events, environment)
     warnings.extend(prov.environment_warnings)
@@ -366,8 +375,11 @@ def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
     svg = timeline_svg(campaign, state, now)
     payload.add_bytes("timeline.svg", svg.encode())
     hours = read_hours(campaign, state, now)  # this machine's (the export's own)
+    facts = open_facts(campaign, state, events, now, conclusion=verdict)  # D24's list
     report_text = render_report(campaign, state, now, money, verdict, runs.runs_json,
-                                "timeline.svg", events=events) + hours_section(hours) \
+                                "timeline.svg", events=events, facts=facts) \
+        + hours_section(hours) \
+        + landing_section(landing_record(events), runs.runs_json) \
         + environment_section(prov, reload_script, table)
     payload.add_bytes("REPORT.md", report_text.encode())
     info = {"python": platform.python_version(), "implementation": platform.python_implementation(),
@@ -385,6 +397,7 @@ def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
                          warnings)
     payload.add_bytes("manifest.json", (json.dumps(manifest, indent=2, default=str)
                                         + "\n").encode())
+    return verdict
 
 
 def _add_plan_and_journal(payload: Payload, campaign: Campaign,

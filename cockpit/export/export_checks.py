@@ -2,7 +2,8 @@
 
 This module owns ``Check`` and the checks that ``verifier.verify_export`` runs on a
 bag: bag valid (bagit), runs accounted for, metrics exported, expected ids, no empty
-file, adapters pinned, artifacts reload. The "no temporary paths" check lives in ``temp_paths``.
+file, adapters pinned, artifacts reload (accepted artifacts and a landing's resume
+points). The "no temporary paths" check lives in ``temp_paths``.
 """
 
 from __future__ import annotations
@@ -380,7 +381,9 @@ def artifacts_reload(bag: Path, manifest: dict[str, Any], entries: list[dict[str
                       reload: bool, verifier: Callable[..., Any], *,
                       trust_commands: bool = False,
                       trusted: list[dict[str, Any]] | None = None) -> Check:
-    """Each accepted artifact reloads in a fresh process, from inside the bag.
+    """Each accepted artifact, and each resume point a landing brought home (issue 41:
+    one the manifest expects must be in the bag), reloads in a fresh process, from
+    inside the bag.
 
     A bag is data: what its ``reload.json`` asks for (a custom ``verify_command``,
     ``allow_unsafe_pickle``) is reported and not done; the artifact is reloaded by the
@@ -389,14 +392,19 @@ def artifacts_reload(bag: Path, manifest: dict[str, Any], entries: list[dict[str
     wrote from the campaign file, used in place of the bag's (the export's own check).
     """
     name = "artifacts reload"
-    chosen = [e for e in entries if isinstance(e, dict) and e.get("chosen_for_result")]
+    accepted = [e for e in entries if isinstance(e, dict) and e.get("chosen_for_result")]
+    resumes = [e for e in entries if isinstance(e, dict) and e.get("resume_point") is True
+               and not e.get("chosen_for_result")]
+    chosen = accepted + resumes  # a landing's resume points reload like results do
     warnings: list[str] = []
     failures: list[str] = []
     runs = manifest.get("runs")
     for run_id, entry in (runs.items() if isinstance(runs, dict) else ()):
+        if isinstance(entry, dict):
+            failures += _resume_missing(bag, run_id, entry, resumes)
         if not isinstance(entry, dict) or entry.get("status") != "accepted":
             continue
-        mine = [e for e in chosen if e.get("run") == run_id]
+        mine = [e for e in accepted if e.get("run") == run_id]
         if not mine:
             words = f"accepted run {run_id} has no artifact in this export"
             if entry.get("artifact_expected"):  # verified means every accepted result
@@ -412,6 +420,34 @@ def artifacts_reload(bag: Path, manifest: dict[str, Any], entries: list[dict[str
         return Check(name, not failures, tuple(failures), tuple(warnings),
                      f"skipped (--no-reload): {len(chosen)} artifact(s) not reloaded")
     refused: list[str] = []
+    failures += _reload_each(bag, chosen, verifier, trust_commands, trusted, refused)
+    detail = f"{len(accepted)} accepted artifact(s) reloaded in a fresh process" + (
+        f"; {len(resumes)} resume point(s), not accepted results, reloaded too"
+        if resumes else "")
+    return Check(name, not failures, tuple(failures), tuple(warnings), detail, tuple(refused))
+
+
+def _resume_missing(bag: Path, run_id: str, entry: dict[str, Any],
+                    resumes: list[dict[str, Any]]) -> list[str]:
+    """A resume point the manifest expects (the landing saved and verified it) that
+    has no reload entry or no file in the bag: the landing's promise is not kept."""
+    point = entry.get("resume_point")
+    if not isinstance(point, dict) or point.get("expected") is not True:
+        return []
+    mine = [e for e in resumes if e.get("run") == run_id]
+    if any((p := bag_member(bag, e.get("path"))) is not None and p.exists() for e in mine):
+        return []
+    why = point.get("problem") or "it is not in the bag"
+    return [f"run {run_id}: its resume point (a checkpoint the landing brought home) is "
+            f"not in this export: {why}"]
+
+
+def _reload_each(bag: Path, chosen: list[dict[str, Any]], verifier: Callable[..., Any],
+                 trust_commands: bool, trusted: list[dict[str, Any]] | None,
+                 refused: list[str]) -> list[str]:
+    """Each chosen artifact reloaded in a fresh process (what was refused appended to
+    ``refused``); the failures."""
+    failures: list[str] = []
     for e in chosen:
         rel, run = e.get("path"), e.get("run")
         target = bag_member(bag, rel)
@@ -437,8 +473,7 @@ def artifacts_reload(bag: Path, manifest: dict[str, Any], entries: list[dict[str
                 "--trust-commands to allow it)" if notes else ""
             failures.append(f"{rel} (run {run}) does not reload in a fresh process: "
                             + "; ".join(result.problems or ("unknown error",)) + hint)
-    detail = f"{len(chosen)} accepted artifact(s) reloaded in a fresh process"
-    return Check(name, not failures, tuple(failures), tuple(warnings), detail, tuple(refused))
+    return failures
 
 
 def _recipe(entry: dict[str, Any], trust_commands: bool,

@@ -1,14 +1,16 @@
 """REPORT.md's section "What the hours bought" (issue 27), from
 :class:`~cockpit.close.hours.HoursBought`: a table per stage, the stretch between
 stages, the overall line (the window's held GPU-hours, exactly busy + idle +
-unrecorded, in GPU-seconds too) and the idle gaps with their share of the price."""
+unrecorded, in GPU-seconds too) and the stretches no stage held a GPU in (idle gaps,
+human and CPU stages, unused after the close), in hours and as a share of the window:
+never in money (D8)."""
 
 from __future__ import annotations
 
-from cockpit.close.hours import GpuHours, HoursBought
+from cockpit.close.hours import KIND_LABELS, GpuHours, HoursBought
 from cockpit.common.durations import format_duration
 from cockpit.common.printable import printable
-from cockpit.common.units import format_rate
+from cockpit.common.units import format_rate, format_share
 
 HEADER = ("| stage | GPUs | held GPU-h | busy | idle | unrecorded | mean util | kWh "
           "| throughput |")
@@ -44,15 +46,26 @@ def hours_section(h: HoursBought) -> str:
               f"unrecorded {o.unrecorded_s} ({h.gpus} GPU(s) × {h.elapsed_s} s elapsed).",
               "Energy: " + ("not reported" if o.kwh is None else f"{o.kwh:.2f} kWh") + "."]
     if h.gaps:
-        lines += ["", "Idle gaps (no stage held any GPU):", "",
-                  "| from | to | length | kind | share of the price |", "|---|---|---:|---|---:|"]
+        lines += ["", "When no stage held any GPU, in hours and as a share of the window "
+                  f"({format_duration(h.window_s)}), never in money (D8): an idle gap when "
+                  "nothing ran, a human or CPU stage's own time, and the rest of the window "
+                  "unused after the close (not a gap).", "",
+                  "| from | to | length | what | share of the window |",
+                  "|---|---|---:|---|---:|"]
         for g in h.gaps:
             g_json = g.as_json()
-            share = str(g.share) if g.share is not None else "price unknown"
+            what = printable(g.what(), 400).replace("|", "\\|")
             lines.append(f"| {g_json['start']} | {g_json['end']} | "
-                         f"{format_duration(g.seconds)} | {g.kind} | {share} |")
-        total = str(h.gaps_share) if h.gaps_share is not None else "price unknown"
-        lines.append(f"| | | {format_duration(h.gaps_s)} | total | {total} |")
+                         f"{format_duration(g.seconds)} | {what} | "
+                         f"{format_share(g.window_share)} |")
+        for name, seconds in h.kind_totals().items():
+            if seconds:
+                lines.append(f"| | | {format_duration(seconds)} | {KIND_LABELS[name]} in all | "
+                             f"{format_share(h.window_share(seconds))} |")
+        if h.gaps_s:
+            lines += ["", f"Idle gaps: {format_duration(h.gaps_s)}, "
+                      f"{format_share(h.window_share(h.gaps_s))} of the window and "
+                      f"{format_share(h.gaps_held_share)} of the GPU-hours held."]
     for note in h.notes:
         lines += ["", "Note: " + printable(note, 2000)]  # it may name a path
     return "\n".join(lines) + "\n"

@@ -6,8 +6,9 @@ with their sha256, ``git.json`` + ``uncommitted.patch`` in a git work tree),
 ``data/environment/`` (``environment.json``, ``requirements.txt``), the plan copies
 ``data/plan/campaign.as-decided.yaml`` / ``campaign.at-end.yaml``, the environment
 warnings (a change since the first run start, journaled by ``start``) and the
-``reload.py`` table: for each accepted run that declares ``model:``, its model, params
-and checkpoint. The facts come from :mod:`cockpit.runs.provenance`.
+``reload.py`` table: for each accepted run (or a landing's resume point, marked so) that
+declares ``model:``, its model, params and checkpoint. The facts come from
+:mod:`cockpit.runs.provenance`.
 """
 
 from __future__ import annotations
@@ -111,11 +112,13 @@ def run_params(campaign: Campaign, run: Run) -> dict[str, Any]:
 
 def reload_table(campaign: Campaign, entries: list[dict[str, Any]],
                  warnings: list[str]) -> dict[str, dict[str, Any]]:
-    """run id -> what reload.py needs, for each accepted artifact whose run has a model."""
+    """run id -> what reload.py needs, for each accepted artifact or resume point
+    (``resume_point``: true) whose run has a model."""
     table: dict[str, dict[str, Any]] = {}
     for e in entries:
         run = campaign.runs.get(str(e.get("run")))
-        if run is None or not run.model or not e.get("chosen_for_result"):
+        if run is None or not run.model or not (e.get("chosen_for_result")
+                                                or e.get("resume_point")):
             continue
         files = e.get("files") or []
         if len(files) != 1 or files[0].get("path") != e.get("path"):
@@ -124,7 +127,8 @@ def reload_table(campaign: Campaign, entries: list[dict[str, Any]],
             continue
         table[run.id] = {"model": run.model, "params": run_params(campaign, run),
                          "checkpoint": str(e["path"]).removeprefix("data/"),
-                         "sha256": files[0].get("sha256")}
+                         "sha256": files[0].get("sha256"),
+                         "resume_point": bool(e.get("resume_point"))}
         e["model"] = run.model
         e["rebuild_command"] = f"cd BAG/data && python reload.py {run.id}"
     return table
@@ -198,7 +202,8 @@ def rebuild_md(campaign: Campaign, table: Mapping[str, Any], env: Mapping[str, A
     for run_id in sorted(table):
         spec = table[run_id]
         params = ", ".join(f"{k}={v!r}" for k, v in (spec.get("params") or {}).items())
-        lines.append(f"| {run_id} | `{spec['model']}` | {params} | `{spec['checkpoint']}` |")
+        mark = " (a resume point, not an accepted result)" if spec.get("resume_point") else ""
+        lines.append(f"| {run_id} | `{spec['model']}` | {params} | `{spec['checkpoint']}`{mark} |")
     lines += ["", "The code's git commit and uncommitted patch, when the campaign was in a git "
               "work tree, are in `code/git.json` and `code/uncommitted.patch`; the full "
               "environment (every distribution, torch / CUDA / cuDNN, the NVIDIA driver) in "

@@ -2,12 +2,15 @@
 
 This module owns the per-artifact entry (layout, loader, snippet, the
 ``python -m cockpit.runs.checkpoints.reload_worker`` check command, the pinned base of an adapter,
-D23) and the human RELOAD.md written from those entries.
+D23) and the human RELOAD.md written from those entries: the accepted artifacts, then the
+resume points a landing brought home (each said to be *a resume point, not an accepted
+result*), then any other checkpoint.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -122,8 +125,29 @@ def reload_md(campaign: Campaign, entries: list[dict[str, Any]], info: dict[str,
             lines += ["```sh", e["command"], "```", ""]
         lines += ["Check that it reloads in a fresh process (what verify-export does):", "",
                   "```sh", e["check_command"], "```", ""]
-    others = [e for e in entries if not e["chosen_for_result"]]
+    lines += _resume_md(e for e in entries if e.get("resume_point"))
+    others = [e for e in entries if not e["chosen_for_result"] and not e.get("resume_point")]
     if others:
         lines += ["## Other checkpoints in this export", ""]
         lines += [f"- `{e['path']}` (run {e['run']}, step {e['step']})" for e in others]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _resume_md(entries: Iterable[dict[str, Any]]) -> list[str]:
+    """RELOAD.md's resume points: what the landing brought home, never a result."""
+    lines: list[str] = []
+    for e in entries:
+        if not lines:
+            lines += ["", "## Resume points (not accepted results)", "",
+                      "What the landing brought home to go on from: each is a *resume "
+                      "point, not an accepted result* (the run was stopped, or ended "
+                      "without a verdict). Resume training from it, or judge the run; do "
+                      "not count it as a result.", ""]
+        lines += [f"### Run {e['run']}: a resume point, not an accepted result", "",
+                  f"- checkpoint: `{e['path']}` (layout {e['layout']}, step {e['step']})",
+                  f"- why this one: {e.get('why')}", f"- loader: `{e['loader']}`", ""]
+        if e["command"]:
+            lines += ["```sh", e["command"], "```", ""]
+        lines += ["Check that it reloads in a fresh process (what verify-export does):", "",
+                  "```sh", e["check_command"], "```", ""]
+    return lines

@@ -5,7 +5,9 @@ This module owns the script's text (:func:`reload_script`). The script imports
 nothing of the cockpit: it puts the bag's ``code/`` first on ``sys.path``, calls the
 run's ``model: "module:function"`` with the run's params (those the function takes),
 checks the checkpoint's sha256 against the bag, loads it with ``weights_only`` and
-``strict=True``, and prints what it loaded (missing and unexpected keys, parameters).
+``strict=True``, and prints what it loaded (missing and unexpected keys, parameters). A
+landing's resume point is rebuilt the same way and said to be *a resume point, not an
+accepted result*.
 ``python reload.py RUN`` exits 0 when the model was rebuilt and the checkpoint loaded,
 1 otherwise; ``--json`` prints one JSON object. From Python::
 
@@ -110,6 +112,7 @@ def load(run, report=None):
     model.eval()
     out["parameters"] = sum(p.numel() for p in model.parameters())
     out["tensors"] = len(state)
+    out["resume_point"] = bool(spec.get("resume_point"))
     return model
 
 
@@ -121,7 +124,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.list or not args.run:
         for run, spec in RUNS.items():
-            print(f"{run}: {spec['model']} <- {spec['checkpoint']}")
+            mark = " (a resume point, not an accepted result)" if spec.get("resume_point") else ""
+            print(f"{run}: {spec['model']} <- {spec['checkpoint']}{mark}")
         return 0 if args.list else 2
     if args.run not in RUNS:
         print(f"reload.py: no run {args.run!r} (runs: {', '.join(RUNS) or 'none'})",
@@ -142,6 +146,8 @@ def main(argv=None):
         print(f"  checkpoint {report['checkpoint']} ({report['state_dict']}, "
               f"{report['tensors']} tensors) loaded with strict=True")
         print("  missing keys: none; unexpected keys: none")
+        if report["resume_point"]:
+            print("  a resume point, not an accepted result (the landing brought it home)")
     else:
         print(f"run {args.run}: NOT reloaded: {report['error']}", file=sys.stderr)
         for name in ("missing_keys", "unexpected_keys"):

@@ -18,11 +18,12 @@ from typing import Any
 from cockpit.campaign.model import Campaign
 from cockpit.close.budget import render_budget
 from cockpit.close.conclusion import Conclusion
+from cockpit.close.open_facts import question_words
 from cockpit.common.printable import printable, printable_block
 from cockpit.common.units import format_duration
 from cockpit.journal.fold import CampaignState
 from cockpit.journal.plan_record import PlanChange, decided_campaign, plan_changes
-from cockpit.planning.calibrate import estimates, uncertainties
+from cockpit.planning.calibrate import OpenFacts, estimates, uncertainties
 from cockpit.planning.schedule import plan_campaign
 from cockpit.runs.metrics.progress import reported_progress
 
@@ -49,7 +50,11 @@ def _md(text: str) -> str:
 def render_report(campaign: Campaign, state: CampaignState, now: datetime,
                   money: dict[str, Any], verdict: Conclusion, runs: dict[str, Any],
                   svg_name: str = "timeline.svg",
-                  events: Sequence[Mapping[str, Any]] = ()) -> str:
+                  events: Sequence[Mapping[str, Any]] = (),
+                  facts: OpenFacts | None = None) -> str:
+    """``facts``: what the open uncertainties need of the run files
+    (:func:`cockpit.close.open_facts.open_facts`); without them, only the question as
+    ``verdict`` judges it and the journal's facts are listed."""
     pkg = campaign.package
     # Planned against realized is measured against the plan as decided (D24).
     decided = decided_campaign(campaign, events)
@@ -96,7 +101,8 @@ def render_report(campaign: Campaign, state: CampaignState, now: datetime,
             mark = "beats" if c.beats else ("does not beat" if c.counted else "not counted")
             lines.append(f"- {c.run}: {mark} — {c.why}")
         lines.append("")
-    lines += _next_campaign(decided, state, now) + _changes(changes)
+    facts = facts or OpenFacts(question=question_words(verdict))
+    lines += _next_campaign(decided, state, now, facts) + _changes(changes)
     # Notes, reasons, labels and names are journal and run text: the report is made
     # printable as a whole (newlines and tabs kept), so `cat REPORT.md` is safe.
     return printable_block("\n".join(lines).rstrip() + "\n", REPORT_LIMIT)
@@ -134,16 +140,17 @@ def _stage_rows(campaign: Campaign, decided: Campaign, state: CampaignState,
     return rows
 
 
-def _next_campaign(decided: Campaign, state: CampaignState, now: datetime) -> list[str]:
-    """The next campaign's estimates and the open uncertainties."""
+def _next_campaign(decided: Campaign, state: CampaignState, now: datetime,
+                   facts: OpenFacts) -> list[str]:
+    """The next campaign's estimates and the open uncertainties (the list ``next`` writes)."""
     lines: list[str] = []
     lines += ["## The next campaign", "",
               "A better estimate to start from (`cockpit next FILE` writes it as a campaign "
               "file):", "", "| stage | planned | next | from |", "|---|---|---|---|"]
+    found = estimates(decided, state, now, reported_progress(decided, state))
     lines += [f"| {e.stage} | {format_duration(e.planned_s)} | {format_duration(e.next_s)} "
-              f"| {e.source} |" for e in estimates(decided, state, now,
-                                                    reported_progress(decided, state))]
-    open_points = uncertainties(decided, state)
+              f"| {e.source} |" for e in found]
+    open_points = uncertainties(decided, state, facts, found)
     lines += ["", "Open uncertainties:" if open_points else "Open uncertainties: none recorded.",
               *[f"- {_md(point)}" for point in open_points], ""]
     return lines

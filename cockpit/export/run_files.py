@@ -2,22 +2,31 @@
 
 Params, every metrics source, predictions, expected ids, outputs, the stop reason and the
 artifact chosen for the result (the newest complete checkpoint of an accepted run, every
-complete one with ``--artifacts all``), each added to the :class:`Payload` once; and the
+complete one with ``--artifacts all``), each added to the :class:`Payload` once; once a
+landing began, a run's resume point (:mod:`cockpit.export.resume_points`: what the
+landing saved and verified, a verdict-pending run's newest verified checkpoint); and the
 run's entry in ``manifest.json`` (``runs``), which says whether an artifact is expected.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.campaign.model import Campaign, Run
-from cockpit.close.acceptance import blind_rules_of, last_metrics, newest_checkpoint
+from cockpit.close.acceptance import (
+    awaiting_verdict,
+    blind_rules_of,
+    last_metrics,
+    newest_checkpoint,
+)
 from cockpit.close.conclusion import conclusion_spec
 from cockpit.export.metric_export import add_run_metrics
 from cockpit.export.payload import Payload, run_status
 from cockpit.export.reload_recipe import reload_entry
+from cockpit.export.resume_points import add_resume_point, choose_resume_point, landing_record
 from cockpit.journal.fold import NOT_STARTED, RUNNING, CampaignState, RunState
 from cockpit.runs.checkpoints.discovery import CheckpointInfo
 
@@ -32,10 +41,13 @@ class RunsExport:
 
 
 def add_runs(payload: Payload, campaign: Campaign, state: CampaignState, artifacts: str,
-             warnings: list[str]) -> RunsExport:
-    """Every run of the plan into the payload (warnings appended to ``warnings``)."""
+             warnings: list[str], events: Iterable[Mapping[str, Any]] = ()) -> RunsExport:
+    """Every run of the plan into the payload (warnings appended to ``warnings``);
+    ``events``: the history, where a landing's steps are read."""
     out = RunsExport()
     spec_c = conclusion_spec(campaign)
+    record = landing_record(events)
+    pending = set(awaiting_verdict(campaign, state))
     for run_id, run in campaign.runs.items():
         status, reason = run_status(campaign, state, run_id)
         rs = state.runs.get(run_id)
@@ -44,6 +56,11 @@ def add_runs(payload: Payload, campaign: Campaign, state: CampaignState, artifac
             files["stop"] = _add_stop(payload, run_id, rs, reason)
         files["artifacts"] = _add_artifacts(payload, campaign, run_id, run, rs, status,
                                             artifacts, out.reload_entries, warnings)
+        choice = None if artifacts == "none" or status == "accepted" else choose_resume_point(
+            campaign, state, record, run_id,
+            pending=run_id in pending or status == "unjudged")
+        resume = None if choice is None else add_resume_point(
+            payload, run, choice, out.reload_entries, warnings)
         values = last_metrics(campaign, state, run_id, [spec_c.metric]) \
             if spec_c is not None else {}
         if spec_c is not None and spec_c.metric in values:
@@ -62,6 +79,8 @@ def add_runs(payload: Payload, campaign: Campaign, state: CampaignState, artifac
             and artifacts != "none",
             "files": files,
             "blind": blind_rules_of(campaign, state, run_id),  # rules that never saw it
+            # What the landing brought home of it: a resume point, not an accepted result.
+            "resume_point": resume,
         }
     return out
 

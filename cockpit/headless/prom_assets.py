@@ -169,12 +169,15 @@ ALERTS: tuple[Alert, ...] = (
           "the options)"),
     Alert("CockpitPointOfNoReturnNear",
           "cockpit_point_of_no_return_remaining_seconds < 3600 and on(campaign, machine) "
-          "cockpit_closed == 0", "0m", "warning",
+          "cockpit_exported == 0", "0m", "warning",
           f"{WHO}: the point of no return is within the hour"),
     Alert("CockpitWindowEndingNotClosed",
           "cockpit_window_remaining_seconds < 21600 and on(campaign, machine) "
-          "cockpit_closed == 0", "0m", "critical",
+          "cockpit_exported == 0", "0m", "critical",
           f"{WHO}: under 6 h left and no verified export"),
+    Alert("CockpitExportStale", "cockpit_export_stale == 1", "10m", "warning",
+          f"{WHO}: the export predates a verdict, a verified checkpoint or the answer: "
+          "cockpit export again"),
     Alert("CockpitGpuReadingsUnavailable",
           'cockpit_gpu_reading_status{status="unavailable"} == 1', "5m", "warning",
           f"{WHO}: no GPU readings (NVML unavailable): utilization and memory unknown"),

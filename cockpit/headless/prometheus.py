@@ -123,6 +123,12 @@ def _hours(attr: str) -> Callable[[Snapshot], Iterable[Sample]]:
                           else float(getattr(snap.hours.overall, attr)))]
 
 
+def _gap_kinds(snap: Snapshot) -> Iterable[Sample]:
+    # Time only, never money (D8): every kind while the hours are known (0 is a real 0).
+    totals = {} if snap.hours is None else snap.hours.kind_totals()
+    return [((kind,), float(seconds)) for kind, seconds in totals.items()]
+
+
 def _money(read: Callable[[Snapshot], Iterable[Money]]) -> Callable[[Snapshot], Iterable[Sample]]:
     # The currency travels as the first label value; render() moves it into the name.
     return lambda snap: [((m.currency,), float(m.amount)) for m in read(snap)]
@@ -177,8 +183,16 @@ FAMILIES: tuple[Family, ...] = (
                                                                       FORECAST_VERDICTS)]),
     Family("cockpit_decisions_pending", "Decision points waiting for a person.", (),
            _campaign(lambda s: float(len(s.pending_decisions)))),
-    Family("cockpit_closed", "1 once the verified export is written.", (),
+    Family("cockpit_exported", "1 once a verified export is written (current or stale).", (),
            _campaign(lambda s: 0.0 if s.exported_at is None else 1.0)),
+    Family("cockpit_export_stale", "1 when the newest export predates a verdict, a "
+           "verified checkpoint of an accepted run or a change of the answer: export "
+           "again (absent: no export).", (),
+           _campaign(lambda s: None if s.export is None or not s.export.exported
+                     else float(s.export.stale is not None))),
+    Family("cockpit_closed", "1 once the question is answered and its verified export is "
+           "current (0: not exported, stale, or the question open).", (),
+           _campaign(lambda s: None if s.export is None else float(s.export.closed))),
     Family("cockpit_landing_state", "1 for the landing's state (off; armed: on_deadline: "
            "land; landing; landed).", ("state",),
            lambda s: [((v,), x) for v, x in _state_set(_landing_state(s), LANDING_STATES)]),
@@ -263,6 +277,10 @@ FAMILIES: tuple[Family, ...] = (
            _hours("idle_s")),
     Family("cockpit_gpu_unrecorded_seconds", "Held GPU-seconds no cockpit recorded.", (),
            _hours("unrecorded_s")),
+    Family("cockpit_window_no_gpu_stage_seconds", "Seconds of the window no stage held "
+           "any GPU, by kind: idle (nothing ran), human or cpu (such a stage ran), "
+           "after_close (the rest of the window after the close). Time, never money.",
+           ("kind",), _gap_kinds),
     Family("cockpit_accepted_results", "Accepted results (D21).", (),
            _campaign(lambda s: None if s.budget is None else float(s.budget.accepted))),
     Family("cockpit_budget_committed_usd", "The package's price, committed (D20).", (),

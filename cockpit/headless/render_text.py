@@ -42,8 +42,25 @@ def rules_summary(snap: Snapshot) -> str:
     waiting = sum(1 for r in snap.rules if r.state == WAITING)
     fired = sum(1 for r in snap.rules if r.state not in ("ok", BLIND, WAITING))
     ok = len(snap.rules) - blind - fired - waiting
+    started = {r.id for r in snap.runs if r.state != "not_started"}
+    why = "" if any(r.run in started for r in snap.rules if r.state == WAITING) \
+        else " (run not started)"  # else each says why, listed below
     return (f"{ok} ok, {fired} fired" + (f", {blind} {BLIND_MARK} blind" if blind else "")
-            + (f", {waiting} waiting (run not started)" if waiting else ""))
+            + (f", {waiting} waiting{why}" if waiting else ""))
+
+
+def _rule_lines(snap: Snapshot) -> list[str]:
+    """The rules not ok: fired, warned, blind, and waiting with a reason (a running run's
+    first report not come yet, a value from before the rule watched); a rule waiting for
+    its run to start is only counted."""
+    lines = []
+    for rule in (r for r in snap.rules if r.state != "ok"):
+        if rule.state == WAITING and not rule.reason:
+            continue
+        mark = f"{BLIND_MARK} blind: " if rule.state == BLIND else \
+            "· waiting: " if rule.state == WAITING else ""
+        lines.append(f"  {rule.rule} on {rule.run}: {mark}{rule.reason}")
+    return lines
 
 
 def window_line(snap: Snapshot) -> str:
@@ -53,6 +70,17 @@ def window_line(snap: Snapshot) -> str:
             f"{format_duration(max(w.remaining_s, 0))} left ({w.used_pct:.0f}% used) · "
             f"forecast {w.verdict} ({slack}) · retrieve by {w.retrieval_deadline:%m-%d %H:%M}"
             + (f" · {lands}" if (lands := landing_words(snap)) else ""))
+
+
+def export_lines(snap: Snapshot) -> list[str]:
+    """What the export says now (issue 41): `closed — fetch by 12-06 14:00 UTC` only
+    when the question is answered and the export current; `export STALE: predates 2
+    verdicts (…) — cockpit export FILE`; `exported, question open: …` (none: nothing
+    exported yet)."""
+    words = snap.export.words() if snap.export is not None else None
+    if words == "closed":
+        return [f"closed — fetch by {snap.window.retrieval_deadline:%m-%d %H:%M} UTC"]
+    return [words] if words else []
 
 
 def run_metric_names(run: RunView, most: int = 4) -> list[str]:
@@ -130,6 +158,7 @@ def status_text(snap: Snapshot) -> str:
         lines.append(ratio)
     if snap.conclusion:
         lines.append(f"conclusion: {snap.conclusion}")
+    lines.extend(export_lines(snap))
     lines.append("")
     width = max(len(s.id) for s in snap.stages)
     lines += [_stage_line(s, width) for s in snap.stages]
@@ -139,9 +168,7 @@ def status_text(snap: Snapshot) -> str:
             lines += _run_lines(r)
     lines.append("")
     lines.append(f"rules: {rules_summary(snap)}")
-    for rule in (r for r in snap.rules if r.state not in ("ok", WAITING)):
-        mark = f"{BLIND_MARK} blind: " if rule.state == BLIND else ""
-        lines.append(f"  {rule.rule} on {rule.run}: {mark}{rule.reason}")
+    lines += _rule_lines(snap)
     if snap.pending_decisions:
         lines.append(f"decision pending at {', '.join(snap.pending_decisions)}: "
                      "cockpit decide FILE continue|limit|revise --note ...")
@@ -149,6 +176,11 @@ def status_text(snap: Snapshot) -> str:
         lines.append("the question is under revision: nothing more starts (D4)")
     lines.append("")
     lines.append(gpu_summary(snap))
+    if snap.hours is not None:  # time only, never money (D8)
+        lines.append(f"GPU-hours: {snap.hours.short_line()}")
+        rest = snap.hours.time_parts(("human", "cpu", "after_close"))
+        if rest:
+            lines.append("  no GPU stage: " + " · ".join(rest))
     if snap.host is not None:
         h = snap.host
         lines.append(f"host: CPU {format_percent(h.cpu_percent)} of {h.cpu_count} · RAM "

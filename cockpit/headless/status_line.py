@@ -162,8 +162,8 @@ def conductorless_line(compact: dict[str, Any], since: float | None, now: float)
     what was pending is named, and nobody conducts."""
     end = _epoch(compact["window"]["end"])
     parts = [f"{_hours_minutes(end - now)} left" if end > now else "window ended"]
-    if compact.get("closed"):
-        parts.insert(0, _closed(compact["closed"], now))
+    if (closing := _closing(compact, now)) is not None:
+        parts.insert(0, closing)
     parts.append(not_conducted(since, now))
     rules = _rules(compact["rules"])
     if "FIRED" in rules or "warn" in rules or "blind" in rules:
@@ -191,15 +191,16 @@ def status_logs(root: str) -> list[str]:
 
 def status_line(compact: dict[str, Any], now: float | None = None) -> str:
     """`61h12m left · fits +17h · GPU 98% · ckpt 12m · rules ok` — never more than one
-    line; after the close `closed — fetch by 12-06 14:00 UTC (20h left) · …`."""
+    line; after the close `closed — fetch by 12-06 14:00 UTC (20h left) · …`; an export
+    that went stale, or one of a question still open, says so first (issue 41)."""
     now = time.time() if now is None else now
     left = compact["window"]["left_s"]
     parts = [f"{_hours_minutes(left)} left" if left > 0 else "window ended"]
     if isinstance(compact["window"].get("landing"), str):
         parts.append(compact["window"]["landing"])  # lands in 5h12m, landing, landed
-    if compact.get("closed"):
-        parts.insert(0, _closed(compact["closed"], now))
-    else:
+    if (closing := _closing(compact, now)) is not None:
+        parts.insert(0, closing)
+    if not compact.get("closed"):
         fc = compact["forecast"]
         parts.append(f"{fc['verdict']} {format_duration(fc['slack_s'], signed=True)}")
     if compact.get("gpu_status") == "unavailable":
@@ -224,8 +225,8 @@ def unwatched_line(compact: dict[str, Any], age_s: float, now: float) -> str:
     when the line was written is named as such."""
     end = _epoch(compact["window"]["end"])
     parts = [f"{_hours_minutes(end - now)} left" if end > now else "window ended"]
-    if compact.get("closed"):
-        parts.insert(0, _closed(compact["closed"], now))
+    if (closing := _closing(compact, now)) is not None:
+        parts.insert(0, closing)
     since = f" for {format_duration(age_s)}" if age_s >= 0 else " (the clock stepped back)"
     parts.append(f"NOT WATCHED: the conductor has written nothing{since}")
     if compact.get("decisions_pending"):
@@ -250,6 +251,17 @@ def _rules(rules: dict[str, Any]) -> str:
     if rules.get("ok", 1) or not rules.get("waiting"):
         return "rules ok"
     return "rules waiting"  # every rule waits for its run to start: none watched yet
+
+
+def _closing(compact: dict[str, Any], now: float) -> str | None:
+    """`closed — fetch by …` when the question is answered and its export current;
+    else the export's own words, as the engine wrote them (`export STALE: predates 2
+    verdicts — cockpit export FILE`, `exported, question open: …`); None: no export."""
+    if compact.get("closed"):
+        return _closed(compact["closed"], now)
+    export = compact.get("export")
+    words = export.get("words") if isinstance(export, dict) else None
+    return words if isinstance(words, str) and words else None
 
 
 def _closed(closed: dict[str, Any], now: float) -> str:

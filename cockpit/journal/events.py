@@ -235,7 +235,8 @@ _KINDS = (
               lambda ev: f"warning: {ev.get('message')}"),
     _kind(EXPORT_DONE, LOCAL_SCOPE, "export.bag",
               ("path", "root", "size", "tar", "tar_size", "sha256", "verified", "artifacts",
-               "reload_checked", "failures", "kept_failed", "current", "seconds", "fetch"),
+               "reload_checked", "failures", "kept_failed", "current", "seconds", "fetch",
+               "facts"),
               _export_done),
     _kind(CLOCK_JUMP, LOCAL_SCOPE, "engine.journal_actions",
               ("key", "from", "to", "seconds", "settle_s", "actor"),
@@ -270,7 +271,8 @@ _KINDS = (
                          f"{', given up' if ev.get('final') else ''}): {ev.get('error')}"),
     # One step of the landing (on_deadline: land; engine.landing), keyed once each.
     _kind(LANDING, LOCAL_SCOPE, "engine.landing",
-              ("key", "phase", "text", "run", "attempt", "limit_s", "ok", "fetch", "actor"),
+              ("key", "phase", "text", "run", "attempt", "limit_s", "ok", "fetch", "actor",
+               "path", "size_bytes", "mtime", "step", "point", "reserve"),
               lambda ev: f"landing, {ev.get('phase')}: {ev.get('text')}"),
 )
 

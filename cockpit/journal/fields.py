@@ -252,6 +252,11 @@ class Event(_Keywords, total=False):
     failures: Any
     kept_failed: Any
     current: Any
+    facts: Any
     settle_s: Any
     hook: Any
     for_seq: Any
+    size_bytes: Any
+    mtime: Any
+    point: Any
+    reserve: Any

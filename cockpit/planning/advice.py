@@ -1,4 +1,5 @@
-"""The domain's advice on a plan (D3, D4, D13): warnings, never errors.
+"""The domain's advice on a plan (D3, D4, D13, and D19's landing reserve): warnings, never
+errors.
 
 A stage's role is its ``role:`` key, or else its id or run id when that id *is* the
 role's name (``control``, ``data-check``, ``resume-check``, ``pilot``, ...), so plain
@@ -9,6 +10,7 @@ is no data check, ``resume-writing`` no resume check, ``uncontrolled-sweep`` no 
 from __future__ import annotations
 
 from cockpit.campaign.model import Campaign, Stage, model_module_file, question_variants
+from cockpit.planning.deadline import window_shorter_than_reserve
 
 
 def role_of(stage: Stage) -> str | None:
@@ -74,6 +76,9 @@ def plan_warnings(campaign: Campaign) -> list[str]:
     warnings.extend(_question_warnings(campaign))
     warnings.extend(_params_warnings(campaign))
     warnings.extend(_model_warnings(campaign))
+    short = window_shorter_than_reserve(campaign)  # the landing reserve (D19)
+    if short is not None:
+        warnings.append(short)
     return warnings
 
 

@@ -3,8 +3,10 @@
 ``calibrate(...)`` turns the plan as decided and what the journal measured into a
 calibrated copy of the campaign file: each stage's measured duration where it ran, the
 pilot's measured/planned ratio applied to GPU stages that did not, the measured
-save and restore costs, and the open uncertainties (runs stopped and why, rules fired,
-results rejected, stages skipped or dropped) as comments. The text is the decided
+save and restore costs, and the open uncertainties (:func:`uncertainties`: the open
+question and the runs it waits for, runs stopped and why, failures with their last stderr
+line, rules fired, results rejected, stages skipped or dropped, durations kept as planned,
+saves and reloads never measured, checkpoints left on the box) as comments. The text is the decided
 file's own, with only the durations replaced, so its comments and layout survive and
 ``cockpit check`` reads it like any campaign file. Pure: the caller gives the state and
 the measured costs.
@@ -14,15 +16,16 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from cockpit.campaign.model import Campaign, Stage
 from cockpit.campaign.yamlread import parse_yaml
 from cockpit.common.printable import printable
 from cockpit.common.units import MAX_DURATION_S, format_duration
-from cockpit.journal.fold import DONE, FAILED, STOPPED, CampaignState
+from cockpit.journal.fold import DONE, FAILED, NOT_STARTED, RUNNING, STOPPED, CampaignState
 from cockpit.planning.forecast import MIN_PILOT_PROGRESS, pilot_measure, pilot_ratio
 
 # A stage cut short (failed, stopped) under this share of its steps measured nothing
@@ -43,6 +46,12 @@ class StageEstimate:
     # "as planned", "still running: as planned", "failed after 1s, progress unknown: as planned"
     source: str
 
+    @property
+    def measured(self) -> bool:
+        """Whether the next duration comes from a measurement (not the plan's figure,
+        scaled or not)."""
+        return not (self.source.endswith("as planned") or self.source.startswith("pilot ratio"))
+
 
 @dataclass(frozen=True)
 class StageMeasure:
@@ -53,6 +62,24 @@ class StageMeasure:
     throughput: float | None = None
     max_steps: int | None = None
     mean_util: float | None = None
+
+
+@dataclass(frozen=True)
+class OpenFacts:
+    """What the open uncertainties need beyond the journal, gathered by the caller (it
+    reads the run files and judges the question: :mod:`cockpit.close.open_facts`), so
+    :func:`uncertainties` stays pure."""
+
+    # The question still open and the runs it waits for, in words; None: closed (or the
+    # caller did not judge it).
+    question: str | None = None
+    # Runs whose checkpoint saves were measured (a save cost seen).
+    save_measured: frozenset[str] = frozenset()
+    # Run -> complete checkpoints in its folder now (only the runs whose folder was read:
+    # a save cost is said never measured only of those).
+    checkpoints: Mapping[str, int] = field(default_factory=dict)
+    # Run -> the last meaningful line of its current attempt's stderr (printable, capped).
+    stderr: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,9 +142,31 @@ def _cut_short(stage: Stage, how: str, elapsed_s: float, done: float | None,
                          f"{how} after {ran}, {why}: as planned")
 
 
-def uncertainties(decided: Campaign, state: CampaignState) -> list[str]:
-    """What the campaign left open, in words (each a comment line: run-written text is
-    made printable, so a newline in a reason cannot end the comment)."""
+def uncertainties(decided: Campaign, state: CampaignState, facts: OpenFacts | None = None,
+                  found: Sequence[StageEstimate] = ()) -> list[str]:
+    """What the campaign left open, in words, for ``next`` and REPORT.md alike (D24: the
+    next campaign starts with a shorter list): the open question and the runs it waits
+    for, every stop, rejection and failure (with its last stderr line), the rules that
+    warned, the stages skipped or dropped, the durations kept as planned (``found``: the
+    estimates), the saves and reloads never measured and the checkpoints left on the box.
+    Each is one line: run-written text is made printable and capped, so a newline in a
+    reason cannot end a comment or a list item."""
+    facts = facts or OpenFacts()
+    out: list[str] = []
+    if facts.question:
+        out.append(f"the question is open: {facts.question}")
+    out += _run_points(state, facts)
+    out += _stage_points(decided, state, found)
+    out += _checkpoint_points(decided, state, facts)
+    return [printable(point, POINT_CHARS) for point in out]
+
+
+# Characters of one open uncertainty (a conclusion naming many runs stays one line).
+POINT_CHARS = 2000
+
+
+def _run_points(state: CampaignState, facts: OpenFacts) -> list[str]:
+    """Each run's stops (every attempt's), rejection or failure; the rules that fired."""
     out: list[str] = []
     for run_id, run in state.runs.items():
         attempts = run.attempts()
@@ -130,11 +179,14 @@ def uncertainties(decided: Campaign, state: CampaignState) -> list[str]:
             step = f" at step {run.stop.step}" if run.stop.step is not None else ""
             out.append(f"run {run_id} was stopped by {run.stop.rule}{step}: "
                        f"{printable(run.stop.reason)}")
+        elif run.state == FAILED:  # its cause, not the automatic "the run failed"
+            reason = run.verdict_reason or ""
+            rejected = f" (rejected: {reason})" if run.verdict == "rejected" and reason \
+                and not reason.startswith("the run failed") else ""
+            out.append(f"run {run_id} failed: {_failure(state, run_id, facts)}{rejected}")
         elif run.verdict == "rejected":
             out.append(f"run {run_id} was rejected: "
                        f"{printable(run.verdict_reason or 'no reason')}")
-        elif run.state == FAILED:
-            out.append(f"run {run_id} failed (exit code {run.exit_code})")
     for fired in state.fired:
         latest = state.runs.get(fired.run)
         if fired.action != "stop":
@@ -145,19 +197,85 @@ def uncertainties(decided: Campaign, state: CampaignState) -> list[str]:
             step = f" at step {fired.step}" if fired.step is not None else ""
             out.append(f"run {fired.run} (an earlier attempt) was stopped by {fired.rule}"
                        f"{step}: {printable(fired.reason)}")
-    for stage_id, st in state.stages.items():
-        if st.state in ("skipped", "dropped"):
-            out.append(f"stage {stage_id} was {st.state}: "
-                       f"{printable(st.reason or 'no reason recorded')}")
+    return out
+
+
+def _failure(state: CampaignState, run_id: str, facts: OpenFacts) -> str:
+    """A failure in words: its exit and the last meaningful line of its stderr (read now,
+    else the one its stage's end journaled), never a bare "exit code 1" when either says
+    more."""
+    run = state.runs[run_id]
+    words = "exit code unknown" if run.exit_code is None else (
+        f"killed by {_signal_name(-run.exit_code)}" if run.exit_code < 0
+        else f"exit code {run.exit_code}")
+    line = facts.stderr.get(run_id)
+    if line:
+        return f"{words}: {line}"
+    st = state.stages.get(run.stage) if run.stage else None
+    return st.reason if st is not None and st.reason else words
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _stage_points(decided: Campaign, state: CampaignState,
+                  found: Sequence[StageEstimate]) -> list[str]:
+    """The stages skipped or dropped, and those whose duration nothing measured: the next
+    campaign keeps the plan's figure for them."""
+    out = [f"stage {stage_id} was {st.state}: {printable(st.reason or 'no reason recorded')}"
+           for stage_id, st in state.stages.items() if st.state in ("skipped", "dropped")]
+    for e in found:
+        st = state.stages.get(e.stage)
+        if e.measured or (st is not None and st.state in ("skipped", "dropped")):
+            continue
+        why = ("no finished run of it" if st is None or not st.started_at
+               else e.source.removesuffix(": as planned"))
+        kept = (f"{format_duration(e.planned_s)} as planned, scaled by the {e.source}"
+                if e.source.startswith("pilot ratio") else
+                f"{format_duration(e.planned_s)} kept as planned")
+        out.append(f"stage {e.stage}: duration never measured ({why}): {kept}")
+    return out
+
+
+def _checkpoint_points(decided: Campaign, state: CampaignState,
+                       facts: OpenFacts) -> list[str]:
+    """Per run that saves checkpoints: a save cost or a fresh-process reload never
+    measured (D17, D18), and checkpoints left on the box that no export carries (a run
+    that ended without being accepted: only an accepted run's checkpoint is exported)."""
+    out: list[str] = []
+    for run_id, spec in decided.runs.items():
+        if spec.checkpoints is None:
+            continue
+        run = state.runs.get(run_id)
+        reloaded = run is not None and any(v.get("ok") for v in run.verified)
+        missing = [what for what, known in (  # a save cost: only where its folder was read
+            ("the cost of a save", run_id in facts.save_measured
+             or run_id not in facts.checkpoints),
+            ("a reload in a fresh process", reloaded)) if not known]
+        if missing:
+            out.append(f"run {run_id}: {' and '.join(missing)} never measured (D17, D18): "
+                       "the next plan guesses them")
+        left = facts.checkpoints.get(run_id, 0)
+        if left and run is not None and run.state not in (NOT_STARTED, RUNNING) \
+                and run.verdict != "accepted":
+            why = f"the run is {run.verdict}" if run.verdict else "the run has no verdict"
+            out.append(f"run {run_id}: {left} checkpoint(s) left on the box in "
+                       f"{spec.checkpoints}, not exported ({why}): fetch them before the "
+                       "window ends or let them go (D19)")
     return out
 
 
 def calibrate(decided: Campaign, state: CampaignState, now: datetime,
               costs: MeasuredCosts, progress: Mapping[str, float] | None = None,
               measured: Mapping[str, StageMeasure] | None = None,
-              lost: Sequence[str] = ()) -> str:
+              lost: Sequence[str] = (), facts: OpenFacts | None = None) -> str:
     """The calibrated campaign file's text; ``lost``: where the campaign lost GPU-hours
-    (:func:`cockpit.close.hours.lost_hours`), in words."""
+    (:func:`cockpit.close.hours.lost_hours`), in words; ``facts``: what the open
+    uncertainties need of the run files and the question (:class:`OpenFacts`)."""
     measured = measured or {}
     found = estimates(decided, state, now, progress, measured)
     text = _replace_durations(decided.text, decided.stages, {e.stage: e for e in found})
@@ -189,7 +307,7 @@ def calibrate(decided: Campaign, state: CampaignState, now: datetime,
     if lost:
         head.append("# where the GPU-hours went (the flight recorder):")
         head += [f"#   - {printable(line)}" for line in lost]
-    open_points = uncertainties(decided, state)
+    open_points = uncertainties(decided, state, facts, found)
     head.append("# open uncertainties:" if open_points else "# open uncertainties: none recorded")
     head += [f"#   - {point}" for point in open_points]
     return "\n".join(head) + "\n\n" + text

@@ -21,22 +21,24 @@ moment a landing can begin and the results still be home by the window end::
     point of no return = window end − (save wait + reload checks + export
                                        + retrieval + deadline.landing_margin)
 
-each running run being given twice its measured save cost (at least
-:data:`SAVE_WAIT_MIN_S`) to save on request, its
-reload check as measured (else :data:`UNMEASURED_S`), and the export as measured when
-one ran (scaled by the size it will have), else as above. Pure functions; the caller says
-how big the export is expected to be and how big the one written is
-(``export_size`` of its ``export_done`` event).
+each running run that will be asked to save (an essential one with a checkpoint
+written: the landing stops the others at once, so no time is reserved for them) being
+given twice its measured save cost (at least :data:`SAVE_WAIT_MIN_S`) to save on
+request, its reload check as measured (else :data:`UNMEASURED_S`, said as assumed), and
+the export as measured when one ran (scaled by the size it will have), else as above.
+Pure functions; the caller says which runs save, how big the export is expected to be
+and how big the one written is (``export_size`` of its ``export_done`` event).
+:func:`planned_landing_times` is the reserve ``cockpit plan`` compares with the window.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from cockpit.campaign.model import Campaign, Stage
+from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign, Stage
 from cockpit.common.event_kinds import EXPORT_DONE
 from cockpit.common.units import format_bytes, format_duration
 
@@ -134,7 +136,7 @@ def save_wait_s(save_cost_s: float | None) -> float:
 class LandingTimes:
     """What must fit between the point of no return and the window end."""
 
-    wait_s: float  # the save requested of each running run (twice its cost), in parallel
+    wait_s: float  # the save requested of each run that saves (twice its cost), in parallel
     wait_from: str
     reload_s: float  # the reload checks of the new checkpoints, one after another
     reload_from: str
@@ -156,29 +158,59 @@ class LandingTimes:
                  f"margin {format_duration(self.margin_s)}"]
         return " + ".join(parts)
 
+    def terms(self) -> dict[str, Any]:
+        """The reserve's parts, as journaled with the landing's start (and REPORT.md)."""
+        return {"save_s": round(self.wait_s, 1), "save_from": self.wait_from,
+                "reload_s": round(self.reload_s, 1), "reload_from": self.reload_from,
+                "export_s": round(self.export_s, 1), "export_from": self.export_from,
+                "retrieval_s": round(self.retrieve_s, 1), "retrieval_from": self.retrieve_from,
+                "margin_s": round(self.margin_s, 1), "total_s": round(self.total_s, 1)}
+
+
+def _wait_words(save_costs: Mapping[str, float | None], waits: Mapping[str, float],
+                stopped: Sequence[str]) -> tuple[float, str]:
+    """The save wait (the longest: they save in parallel) and where it comes from."""
+    if not waits:
+        if not stopped:
+            return 0.0, "nothing running"
+        return 0.0, (f"{', '.join(sorted(stopped))}: no checkpoint to save, stopped without a save "
+                     "request")
+    run = max(waits, key=lambda r: waits[r])
+    cost = save_costs[run]
+    if cost is None:
+        return waits[run], (f"{run}: save not measured: {format_duration(UNMEASURED_S)} "
+                            "assumed, 2 × that")
+    return waits[run], (f"{run}: 2 × its save" if 2 * cost >= SAVE_WAIT_MIN_S
+                        else f"{run}: at least {format_duration(SAVE_WAIT_MIN_S)}")
+
+
+def _reload_words(reloads: Sequence[float | None], stopped: Sequence[str]) -> tuple[float, str]:
+    """The reload checks, one after another, and where they come from."""
+    total = sum(UNMEASURED_S if r is None else r for r in reloads)
+    if not reloads:
+        return total, "nothing running" if not stopped else "nothing saved to reload"
+    blind = sum(1 for r in reloads if r is None)
+    if not blind:
+        return total, "measured"
+    assumed = f"not measured: {format_duration(UNMEASURED_S)} assumed"
+    return total, (f"reload {assumed}" if blind == len(reloads)
+                   else f"{blind} of {len(reloads)} reloads {assumed} each")
+
 
 def landing_times(campaign: Campaign, closing: ClosingTimes,
                   save_costs: Mapping[str, float | None],
                   reload_costs: Mapping[str, float | None],
                   export_measured: tuple[float, int | None] | None,
-                  expected_bytes: int | None) -> LandingTimes:
+                  expected_bytes: int | None, stopped: Sequence[str] = ()) -> LandingTimes:
     """The landing's times (see the module). ``save_costs`` and ``reload_costs``: per
-    running run, its measured save and reload check (None: never measured);
-    ``export_measured``: (seconds, bytes) of the newest export written, if any."""
+    run the landing will ask to save, its measured save and reload check (None: never
+    measured); ``stopped``: the running runs it will stop without a save (nothing is
+    reserved for them: named only); ``export_measured``: (seconds, bytes) of the newest
+    export written, if any."""
     waits = {run: save_wait_s(cost) for run, cost in save_costs.items()}
-    if not waits:
-        wait_s, wait_from = 0.0, "nothing running"
-    else:
-        run = max(waits, key=lambda r: waits[r])
-        cost = save_costs[run]
-        wait_s = waits[run]
-        wait_from = (f"{run}: save not measured yet" if cost is None
-                     else f"{run}: 2 × its save" if 2 * cost >= SAVE_WAIT_MIN_S
-                     else f"{run}: at least {format_duration(SAVE_WAIT_MIN_S)}")
-    reloads = [reload_costs.get(run) for run in save_costs]
-    reload_s = sum(UNMEASURED_S if r is None else r for r in reloads)
-    reload_from = ("nothing running" if not reloads else "measured" if None not in reloads
-                   else f"{format_duration(UNMEASURED_S)} a check not measured yet")
+    wait_s, wait_from = _wait_words(save_costs, waits, stopped)
+    reload_s, reload_from = _reload_words([reload_costs.get(run) for run in save_costs],
+                                          stopped)
     export_s, export_from = closing.export_s, closing.export_from
     if export_measured is not None:
         seconds, size = export_measured
@@ -188,6 +220,30 @@ def landing_times(campaign: Campaign, closing: ClosingTimes,
     return LandingTimes(wait_s, wait_from, reload_s, reload_from, export_s, export_from,
                         closing.retrieve_s, closing.retrieve_from,
                         campaign.deadline.landing_margin_s)
+
+
+def planned_landing_times(campaign: Campaign) -> LandingTimes:
+    """The landing reserve as planned, before anything is measured: one essential run
+    that declares checkpoints saving and reloading at the assumed cost (when the plan
+    has one), the export and the retrieval as planned, the margin."""
+    saver = next((s.run for s in campaign.stages
+                  if s.run is not None and s.category not in OPTIONAL_CATEGORIES
+                  and s.run in campaign.runs and campaign.runs[s.run].checkpoints is not None),
+                 None)
+    costs: dict[str, float | None] = {saver: None} if saver is not None else {}
+    return landing_times(campaign, closing_times(campaign), costs, costs, None, None)
+
+
+def window_shorter_than_reserve(campaign: Campaign) -> str | None:
+    """``cockpit plan``'s warning when the whole window is shorter than the landing
+    reserve: the point of no return would come before the window opens."""
+    times = planned_landing_times(campaign)
+    window_s = (campaign.package.end - campaign.package.start).total_seconds()
+    if times.total_s < window_s:
+        return None
+    return (f"the window ({window_s / 3600:.2f} h) is shorter than the landing reserve "
+            f"({times.total_s / 3600:.2f} h: {times.words()}): the point of no return "
+            "comes before the window opens, so nothing can run and still land (D19)")
 
 
 def point_of_no_return(campaign: Campaign, times: LandingTimes) -> datetime:

@@ -64,6 +64,9 @@ class Option:
     # What the option adds to the rental as planned (0 to shorten): the measure by which
     # one option dominates another; None when a price is unknown.
     adds: Money | None = None
+    # shorten: groups of interchangeable stages (:func:`interchangeable`) of which ``drops``
+    # holds some, not all: any of them would do ("drop one of sweep-1, sweep-2").
+    alike: tuple[tuple[str, ...], ...] = ()
 
     @property
     def total(self) -> Money | None:
@@ -93,8 +96,24 @@ class Option:
                     f"it, saves {format_hours(self.saves_hours)} h ({then}) — only if the "
                     "work splits across machines and your environment allows it; GPUs are "
                     "not pooled (D12)")
-        return (f"shorten: drop {', '.join(self.drops)} (saves "
+        return (f"shorten: drop {self.drop_words()} (saves "
                 f"{format_hours(self.saves_hours)} h: {then})")
+
+    def drop_words(self) -> str:
+        """The stages dropped, in words: ``variant-b``, ``one of sweep-1, sweep-2`` where
+        interchangeable stages would do alike (a mirror image is never a second option)."""
+        words: list[str] = []
+        told: set[str] = set()
+        for sid in self.drops:
+            group = next((g for g in self.alike if sid in g), None)
+            if group is None:
+                words.append(sid)
+            elif sid not in told:
+                told.update(group)
+                count = sum(1 for g in group if g in self.drops)
+                many = "one" if count == 1 else str(count)
+                words.append(f"{many} of {', '.join(group)}")
+        return ", ".join(words)
 
     def as_json(self) -> dict[str, object]:
         """Every field, whatever the kind (absent ones null or empty), and the text."""
@@ -106,6 +125,8 @@ class Option:
                 "additional": self.additional, "spent": money(self.spent),
                 "total": money(self.total), "adds": money(self.adds), "drops": list(self.drops),
                 "saves_hours": self.saves_hours, "moved": list(self.moved),
+                "one_of": [{"count": sum(1 for g in group if g in self.drops),
+                            "of": list(group)} for group in self.alike],
                 "text": self.describe()}
 
 
@@ -347,7 +368,7 @@ def no_options_reason(campaign: Campaign, reserved_hours: float | None = None,
     if shorten:
         best = max(shorten, key=lambda o: o.saves_hours)
         parts.append(f"dropping what the question can spare saves at most "
-                     f"{format_hours(best.saves_hours)} h ({', '.join(best.drops)})")
+                     f"{format_hours(best.saves_hours)} h ({best.drop_words()})")
     elif optional:
         parts.append("dropping the optional stages saves no time, or would leave the "
                      "question without a variant")
@@ -375,6 +396,7 @@ def _shorten_options(campaign: Campaign, reserved_hours: float,
     candidates = [{sid} for sid in exploratory] + [set(exploratory)]
     candidates += [set(exploratory) | {sid} for sid in useful] + [set(optional)]
     window = campaign.package.offer.window_hours
+    groups = interchangeable(campaign, optional)
     found: dict[tuple[str, ...], float] = {}  # drops -> the schedule's hours without them
     for drops in candidates:
         if not drops or (variants and variants <= drops):
@@ -390,7 +412,10 @@ def _shorten_options(campaign: Campaign, reserved_hours: float,
                 without = reserved_without(rest)
                 if without <= shorter + 1e-9:
                     drops, shorter = rest, without
-        found[tuple(s.id for s in campaign.stages if s.id in drops)] = shorter
+        # Mirror images are one option: dropping sweep-2 is dropping sweep-1.
+        drops = _canonical(drops, groups)
+        key = tuple(s.id for s in campaign.stages if s.id in drops)
+        found[key] = min(found.get(key, shorter), shorter)
     kept = [key for key, hours in found.items()
             if not any(set(other) < set(key) and found[other] <= hours for other in found)]
     options = []
@@ -398,8 +423,39 @@ def _shorten_options(campaign: Campaign, reserved_hours: float,
         shorter = found[key]
         options.append(Option("shorten", shorter <= window, _round(shorter), drops=key,
                               saves_hours=_round(reserved_hours - shorter),
-                              adds=_nothing(campaign)))
+                              adds=_nothing(campaign),
+                              alike=tuple(g for g in groups
+                                          if 0 < len(set(g) & set(key)) < len(g))))
     return options[:4]
+
+
+def interchangeable(campaign: Campaign, ids: Iterable[str]) -> list[tuple[str, ...]]:
+    """Groups (two or more, in plan order) of the stages ``ids`` that are mirror images to
+    the schedule and the question: the same duration, resources, machine, category, role
+    and decision point, the same stages before them and after them, and each a variant of
+    the question or none. Dropping one of a group is dropping any other."""
+    wanted = set(ids)
+    variants = {s.id for s in variant_stages(campaign)}
+    by_key: dict[tuple[object, ...], list[str]] = {}
+    for stage in campaign.stages:
+        if stage.id not in wanted:
+            continue
+        dependents = frozenset(s.id for s in campaign.stages if stage.id in s.after)
+        key = (stage.seconds, stage.resource_label, stage.machine, stage.category,
+               stage.effective_role, stage.decision_point, frozenset(stage.after),
+               dependents, stage.id in variants, stage.run is None)
+        by_key.setdefault(key, []).append(stage.id)
+    return [tuple(g) for g in by_key.values() if len(g) > 1]
+
+
+def _canonical(drops: set[str], groups: Iterable[tuple[str, ...]]) -> set[str]:
+    """``drops`` with each interchangeable group's members replaced by its first ones."""
+    out = set(drops)
+    for group in groups:
+        count = len(out & set(group))
+        out -= set(group)
+        out |= set(group[:count])
+    return out
 
 
 def _saving(reserved_hours: float, shorter: float) -> float:

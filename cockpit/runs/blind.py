@@ -8,6 +8,10 @@ module owns
   or ended), the watched metric has never been seen on this attempt, and why when that
   is known (a declared metrics source that does not exist, a reader whose extra is not
   installed), naming the metrics the run *does* report, with a did-you-mean;
+- :func:`first_report_due`, the grace before that: a running run that has run under
+  :data:`BLIND_GRACE_S` (the documented 2 min) and reported no metric yet is *waiting*
+  for its first report, not blind (a source that reports other metrics, or cannot be
+  read, is blind at once);
 - :func:`source_status`, what a polled :class:`MetricStream` says about its sources;
 - :func:`read_evidence` and :func:`evidence_problems`, what an accept needs from a
   ended run's files: the stop rules it ended blind to and a non-finite last loss;
@@ -16,14 +20,21 @@ module owns
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.campaign.model import Campaign, StopRule
-from cockpit.journal.fold import NOT_STARTED
+from cockpit.common.metric_names import (
+    GRAD_NORM,
+    LOSS,
+    as_reported,
+    canonical_name,
+    lookup,
+    suggestion,
+)
+from cockpit.journal.fold import NOT_STARTED, RUNNING
 from cockpit.runs.metrics.stream import MetricStream
 from cockpit.telemetry import GpuReading
 
@@ -32,6 +43,8 @@ BLIND_MARK = "◌"  # beside ✓ ok, ! warn, ✗ fired: nothing seen
 # A rule on a run that has not started watches nothing yet: not ok, not blind.
 WAITING = "waiting"
 NAMES_SHOWN = 8  # metric names listed in a blind reason (then "and N more")
+# A running run's first reports come within this (the docs' 2 min); then blind is news.
+BLIND_GRACE_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -67,23 +80,41 @@ def blind_reason(metric: str | None, run_state: str, reported: Collection[str],
     on a training run): there it is blind only when the run reports no metric at all, a
     source of it is missing or unreadable, or a name it reports is close to the rule's (a
     misspelling)."""
-    if metric is None or run_state == NOT_STARTED or metric in reported or source.behind:
-        return None
+    if metric is None or run_state == NOT_STARTED or source.behind \
+            or metric in reported or canonical_name(metric) in reported:
+        return None  # seen, under its own name or its canonical one (an alias)
     causes: list[str] = list(source.unreadable)
     if source.missing:
         causes.append(f"its metrics source {', '.join(source.missing)} does not exist")
-    names = sorted(n for n in reported if n != "max_steps")
-    hint = difflib.get_close_matches(metric, names, n=1)
+    names = as_reported(reported)
+    hint = suggestion(metric, reported)
     if not strict and names and not causes and not hint:
         return None  # the run reports other metrics, none like this one: not its rule
     if names:
         shown = ", ".join(names[:NAMES_SHOWN]) + (
             f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
         causes.append(f"the run reports {shown}"
-                      + (f" (did you mean {hint[0]}?)" if hint else ""))
+                      + (f" (did you mean {hint}?)" if hint else ""))
     else:
         causes.append("the run reports no metrics")
     return f"{metric} never seen — " + "; ".join(causes)
+
+
+def first_report_due(run_state: str, age_s: float | None, reported: Collection[str],
+                     source: SourceStatus = SourceStatus()) -> bool:
+    """Whether a rule that has not seen its metric on a run is *waiting* for the run's
+    first report rather than blind: the run is running, has run under
+    :data:`BLIND_GRACE_S` (``age_s``, its attempt's age; None: unknown, not waiting) and
+    its sources have reported no metric yet and are not unreadable. A source that reports
+    other metrics lacks this one: blind at once."""
+    if run_state != RUNNING or age_s is None or age_s >= BLIND_GRACE_S:
+        return False
+    return not source.unreadable and not any(n != "max_steps" for n in reported)
+
+
+# What a rule waiting for a running run's first report says (the same on every tick).
+FIRST_REPORT_WORDS = (f"no report from the run yet: blind if none comes within "
+                      f"{BLIND_GRACE_S / 60:g} min of its start")
 
 
 def gpus_blind(gpus: Sequence[int], reading: GpuReading) -> str | None:
@@ -166,9 +197,22 @@ def rules_blind(rules: Iterable[StopRule], run_id: str, run_state: str,
 
 
 def non_finite_losses(last: Mapping[str, float]) -> list[str]:
-    """The run's losses (``loss`` or any ``*loss*``) whose last value is NaN or infinite."""
-    return [f"its last {name} is {value} (non-finite)" for name, value in last.items()
-            if "loss" in name.lower() and not math.isfinite(value)]
+    """The run's losses (``loss`` or any ``*loss*``, an alias said once) whose last value
+    is NaN or infinite, and a last loss of exactly 0.0 beside a non-finite gradient norm
+    (the Hugging Face Trainer's ``logging_nan_inf_filter`` hides a NaN loss so)."""
+    out = [f"its last {name} is {last[name]} (non-finite)" for name in as_reported(last)
+           if "loss" in name.lower() and not math.isfinite(last[name])]
+    hidden = hidden_nan_words(last)
+    return out + ([hidden] if hidden else [])
+
+
+def hidden_nan_words(values: Mapping[str, float]) -> str | None:
+    """Words for a loss of exactly 0.0 beside a non-finite gradient norm; None if not so."""
+    loss, norm = lookup(values, LOSS), lookup(values, GRAD_NORM)
+    if loss == 0.0 and norm is not None and not math.isfinite(norm):
+        return (f"its last {LOSS} is 0.0 while its {GRAD_NORM} is {norm}: a non-finite "
+                "loss hidden by the logger's NaN filter (the Trainer's logging_nan_inf_filter)")
+    return None
 
 
 def evidence_problems(rules: Iterable[StopRule], run_id: str, run_state: str,

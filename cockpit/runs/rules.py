@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from cockpit.campaign.model import StopRule
+from cockpit.common.metric_names import GRAD_NORM, canonical_name, lookup
 from cockpit.common.units import format_duration
 
 
@@ -39,6 +40,7 @@ class Point:
     step: int | None
     values: dict[str, float]
     t: float | None = None
+    masked: frozenset[str] = frozenset()  # names whose logged value hides a non-finite one
 
 
 def rules_hash(rules: Sequence[StopRule]) -> str:
@@ -65,14 +67,25 @@ def _json_value(value: float) -> Any:
 
 
 def check_points(rule: StopRule, points: Iterable[Any]) -> Firing | None:
-    """First point (in order) at which a metric rule fires, or None."""
+    """First point (in order) at which a metric rule fires, or None. A rule finds its
+    metric under its own name or its canonical one (``val_loss`` finds ``eval_loss``); a
+    ``non_finite`` rule also fires on a value the point marks masked (a loss of 0.0 that
+    hides a NaN, :mod:`cockpit.runs.metrics.stream`)."""
     if rule.metric is None or rule.kind in ("restart", "stalled", "underfed"):
         return None
     for point in points:
-        if rule.metric not in point.values:
-            continue
-        value = float(point.values[rule.metric])
         step = point.step
+        masked: frozenset[str] = getattr(point, "masked", frozenset())
+        if rule.kind == "non_finite" and masked and (
+                rule.metric in masked or canonical_name(rule.metric) in masked):
+            return Firing(rule.id, f"{rule.metric} is 0.0 while {GRAD_NORM} is non-finite"
+                          + _at(step) + ": a NaN loss hidden by the logger's filter "
+                          "(the Trainer's logging_nan_inf_filter)", 0.0, "finite", step,
+                          rule.action)
+        found = lookup(point.values, rule.metric)
+        if found is None:
+            continue
+        value = float(found)
         if rule.kind == "non_finite" and not math.isfinite(value):
             return Firing(rule.id, f"{rule.metric} is {value} (non-finite)", _json_value(value),
                           "finite", step, rule.action)

@@ -3,8 +3,12 @@
 Blind rules start here: a metrics source whose reader needs an extra that is not
 installed reads nothing all campaign long (an error, with the install command), and a
 metrics or checkpoint folder that is not the one the stage's command names (``--logdir
-X`` while the run declares ``metrics: Y``) is watched in vain (a warning). Each finding
-carries the campaign file key path it is about, so the caller can locate it.
+X`` while the run declares ``metrics: Y``) is watched in vain (a warning). So does a
+``non_finite`` rule on the loss of a run read from the Hugging Face Trainer's own files
+(``trainer_state.json``, its output folder, TensorBoard under its ``runs/``) whose
+training script does not add the cockpit's integration: the Trainer's
+``logging_nan_inf_filter`` logs a NaN loss as 0.0 (:func:`nan_filter_findings`). Each
+finding carries the campaign file key path it is about, so the caller can locate it.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from cockpit.campaign.model import Campaign
+from cockpit.campaign.model import Campaign, Run, Stage
 from cockpit.campaign.yamlread import KeyPath
+from cockpit.common.metric_names import LOSS, canonical_name
 from cockpit.runs.metrics.tensorboard import TENSORBOARD_INSTALL, is_tensorboard_path
 
 # Folder names that hold TensorBoard event files by convention (Lightning, HF, Keras).
@@ -129,4 +134,79 @@ def source_findings(campaign: Campaign, *, tensorboard: bool | None = None
                                  f"run {run.id} declares {key} {listed or '(none)'}: the "
                                  "cockpit would watch a folder the run does not write "
                                  "(rules blind)"))
-    return errors, warnings
+    return errors, warnings + nan_filter_findings(campaign)
+
+
+INTEGRATION = "cockpit.integrations"  # what a script that adds the integration imports
+SCRIPT_READ_LIMIT = 1024 * 1024
+
+
+def trainer_source(path: Path) -> bool:
+    """Whether a metrics source is the Hugging Face Trainer's own: its
+    ``trainer_state.json``, its output folder (a folder not named as TensorBoard's), or
+    TensorBoard event files under a ``runs`` folder (the Trainer's default logging dir)."""
+    if path.name == "trainer_state.json":
+        return True
+    if needs_tensorboard(path):
+        return "runs" in path.parts[-3:-1] or path.name == "runs"
+    return path.is_dir() or (not path.suffix and not path.exists())
+
+
+def script_of(stage: Stage, folder: Path) -> Path | None:
+    """The Python script a stage's command runs (its first ``*.py`` word), if any."""
+    if stage.command is None:
+        return None
+    try:
+        words = shlex.split(stage.command) if isinstance(stage.command, str) \
+            else list(stage.command)
+    except ValueError:
+        return None
+    script = next((w for w in words if w.endswith(".py")), None)
+    if script is None:
+        return None
+    return Path(script) if Path(script).is_absolute() else (stage.cwd or folder) / script
+
+
+def adds_integration(script: Path | None) -> bool:
+    """Whether the script imports the cockpit's integrations (read, never run)."""
+    if script is None:
+        return False
+    try:
+        with open(script, "rb") as handle:
+            return INTEGRATION.encode() in handle.read(SCRIPT_READ_LIMIT)
+    except OSError:
+        return False
+
+
+def nan_filter_findings(campaign: Campaign) -> list[Finding]:
+    """A warning per run whose ``non_finite`` rule on the loss reads a Trainer source
+    while its script adds no integration (decided from the file and the script's text:
+    a script the cockpit cannot find or read counts as one without)."""
+    found: list[Finding] = []
+    for stage in campaign.stages:
+        run = campaign.runs.get(stage.run) if stage.run else None
+        if run is None:
+            continue
+        sources = [shown for shown in run.metrics if trainer_source(campaign.resolve(shown))]
+        rules = [r for r in campaign.stop_rules if r.kind == "non_finite" and r.metric
+                 and canonical_name(r.metric) == LOSS and r.applies_to(run.id)]
+        if not sources or not rules:
+            continue
+        script = script_of(stage, campaign.folder)
+        if adds_integration(script):
+            continue
+        found.append((("runs", run.id, "metrics"), _nan_filter_words(run, rules[0].id,
+                                                                      sources[0], script)))
+    return found
+
+
+def _nan_filter_words(run: Run, rule: str, source: Path, script: Path | None) -> str:
+    which = f"its script {script.name} does not" if script is not None \
+        else "no training script of it was found that would"
+    return (f"run {run.id}: stop rule {rule} watches the loss from the Hugging Face "
+            f"Trainer's {source}, and {which} add the cockpit's integration: with "
+            "logging_nan_inf_filter (on by default) the Trainer logs a NaN loss as 0.0 or "
+            "as the mean of the finite ones, so the rule may never fire (the cockpit still "
+            "counts a loss of 0.0 beside a non-finite grad_norm). Add "
+            "trainer.add_callback(CockpitCallback()) from cockpit.integrations.hf (it "
+            "reports the unfiltered loss), or set logging_nan_inf_filter=False")

@@ -23,7 +23,7 @@ from textual.widget import Widget
 from cockpit.engine.snapshot import Snapshot
 
 ALWAYS = ("help", "quit_cockpit")  # drawn at any width
-NEED_KEYS = {"decide": ("decide",), "verdict": ("accept", "reject")}
+NEED_KEYS = {"decide": ("decide",), "verdict": ("accept", "reject"), "export": ("export",)}
 
 
 @dataclass(frozen=True)

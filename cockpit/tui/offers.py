@@ -15,8 +15,9 @@ from cockpit.engine.snapshot import RunView, Snapshot
 
 def run_needs_person(r: RunView) -> bool:
     """Ended well, no verdict yet, and a verdict is offered: a person accepts or rejects
-    it (a / r). A data check or pilot run produces no result: never prompted."""
-    return r.verdict is None and r.accept.ok
+    it (a / r). A data check or pilot run produces no result: never prompted; a run its
+    acceptance checks are judging waits for them first."""
+    return r.verdict is None and r.accept.ok and not r.judging
 
 
 def runs_in_order(snap: Snapshot) -> list[RunView]:

@@ -222,3 +222,37 @@ def test_absurd_durations_are_refused_at_check_with_the_bound(tmp_path, stage, m
         assert result.returncode == 2, (command, result.stderr)
         assert f"{path}:5:" in result.stderr and message in result.stderr
         assert "at most 300 days" in result.stderr and "Traceback" not in result.stderr
+
+
+ADAPTER = """campaign: adapter-pin
+package: {{offer: rtx4090-3d, start: 2026-12-02T08:00:00Z}}
+stages:
+  - {{id: tune, hours: 2, resource: gpu, run: tune}}
+runs:
+  tune:
+    kind: adapter
+    base_model: org/base-7b
+    base_revision: {rev}
+"""
+
+
+@pytest.mark.parametrize("rev", ["main", "master", "v1.0", '"0123abc"', "HEAD"])
+def test_check_refuses_a_moving_base_revision_for_an_adapter(tmp_path: Path, rev: str) -> None:
+    """D23: an adapter's base model is pinned to an exact commit; a branch, a tag or a
+    short id moves (or may), so `check` says where and how to pin it, exit 2."""
+    path = tmp_path / "campaign.yaml"
+    path.write_text(ADAPTER.format(rev=rev))
+    result = run_cockpit("check", str(path))
+    assert_located(result, path, 9, f"base_revision {rev.strip(chr(34))!r} is not an "
+                                    "exact revision")
+    assert ":9:20: " in result.stderr  # at the value
+    assert "full 40-character commit id" in result.stderr
+    assert "git ls-remote https://huggingface.co/org/base-7b" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_check_accepts_a_base_revision_pinned_to_a_commit(tmp_path: Path) -> None:
+    path = tmp_path / "campaign.yaml"
+    path.write_text(ADAPTER.format(rev="0123456789abcdef0123456789ABCDEF01234567"))
+    result = run_cockpit("check", str(path))
+    assert result.returncode == 0, result.stderr

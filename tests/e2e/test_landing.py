@@ -2,16 +2,21 @@
 of no return arrives during the control run (real torch on CPU, the digits sample's
 training script). The run saves on request, the checkpoint reloads in a fresh process,
 the run is stopped, the export verifies, and the alert carries the fetch command, all
-before the window end. The clock is faked only where the engine takes one: it runs
-ahead (wall and monotonic together: time passing, not a jump) to just before the point.
-And a clock that jumps past the point lands nothing while the jump holds."""
+before the window end. The landed tar holds that very checkpoint (issue 41: its bytes
+are the verified file's, not a newer one written after `saved`), marked a resume point,
+not an accepted result, and `cockpit verify-export` reloads it from the tar. The clock
+is faked only where the engine takes one: it runs ahead (wall and monotonic together:
+time passing, not a jump) to just before the point. And a clock that jumps past the
+point lands nothing while the jump holds."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
 import sys
+import tarfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -66,12 +71,15 @@ def landing_campaign(folder: Path, ends_in_s: float) -> Path:
     start = datetime.now(timezone.utc) - timedelta(hours=WINDOW_H) + timedelta(seconds=ends_in_s)
     doc = {"campaign": "landing-test", "question": "does the control land?",
            "package": {"offer": "rtx4090-3d", "start": start.strftime("%Y-%m-%dT%H:%M:%SZ")},
-           "stages": [{"id": "control", "duration": "2h", "resource": "gpu", "run": "control",
+           # Planned to end before the point (else --auto would not start it: issue 41);
+           # it trains on past its plan, and the landing catches it running.
+           "stages": [{"id": "control", "duration": "1h", "resource": "gpu", "run": "control",
                        "command": [sys.executable, "train.py", "--run", "control",
                                    "--steps", "1000000", "--eval-every", "500",
                                    "--checkpoint-dir", "ckpt/control",
                                    "--checkpoint-every", "5000"]}],
-           "runs": {"control": {"checkpoints": "ckpt/control"}},
+           "runs": {"control": {"checkpoints": "ckpt/control", "model": "common:make_model",
+                                "params": {"hidden": 64}}},
            "on_deadline": "land",
            "deadline": {"export_hours": "1m", "retrieve_hours": "1m",
                         "landing_margin": "1m", "landing_lead": "1h"},
@@ -114,6 +122,14 @@ def test_the_control_run_lands_before_the_window_ends(tmp_path: Path) -> None:
         clock.ahead = (point - datetime.now(timezone.utc)).total_seconds() - 10
         snap = engine.tick()
         assert snap.landing == () and snap.run("control").state == "running"
+        tick_until(lambda s: any(e.get("phase") == "stopped" for e in journal(folder)),
+                   "the run saved, verified and stopped", timeout=180)
+        # Before the export (the run has not ended yet): a newer checkpoint appears, as a
+        # run's own schedule may write one between `saved` and its stop. Not verified:
+        # the landing must not ship it.
+        saved_at = next(e for e in journal(folder) if e.get("phase") == "saved")
+        planted = folder / "ckpt" / "control" / "step-999999.pt"
+        shutil.copyfile(saved_at["path"], planted)
         landed = tick_until(lambda s: any(line.split(" ", 1)[1].startswith("landed:")
                                           for line in s.landing), "the landing", timeout=180)
         wait_for(lambda: sum("landed" in m for m in _messages(phone)) >= 1, timeout=30,
@@ -172,6 +188,45 @@ def test_the_control_run_lands_before_the_window_ends(tmp_path: Path) -> None:
     status = run_cockpit("status", str(path), "--json")
     assert status.returncode == 0 and SECRET not in status.stdout + status.stderr
     assert json.loads(status.stdout)["landing"][-1].split(" ", 1)[1].startswith("landed:")
+    _the_tar_holds_the_verified_checkpoint(events, Path(export[0]["tar"]), planted)
+
+
+def _the_tar_holds_the_verified_checkpoint(events: list[dict], tar: Path,
+                                           planted: Path) -> None:
+    """Issue 41: the landed tar carries the checkpoint the landing saved and verified
+    (the same bytes), marked a resume point, not an accepted result, and it reloads from
+    the tar in a fresh process; the newer file written after `saved` is not in it."""
+    saved = next(e for e in events if e["kind"] == "landing" and e["phase"] == "saved")
+    verified = next(e for e in events if e["kind"] == "landing" and e["phase"] == "verified")
+    assert verified["path"] == saved["path"] and verified["ok"] is True
+    on_disk = Path(verified["path"])
+    assert on_disk.stat().st_size == saved["size_bytes"] == verified["size_bytes"]
+    want = hashlib.sha256(on_disk.read_bytes()).hexdigest()
+    with tarfile.open(tar) as bundle:
+        names = bundle.getnames()
+        member = f"landing-test/data/runs/control/resume/{on_disk.name}"
+        assert member in names, [n for n in names if "/runs/control/" in n]
+        got = bundle.extractfile(member)
+        assert got is not None and hashlib.sha256(got.read()).hexdigest() == want
+        assert not [n for n in names if n.endswith(planted.name)], "an unverified file"
+        manifest = json.loads(bundle.extractfile("landing-test/data/manifest.json").read())
+        report = bundle.extractfile("landing-test/data/REPORT.md").read().decode()
+        reload_md = bundle.extractfile("landing-test/data/RELOAD.md").read().decode()
+    point = manifest["runs"]["control"]["resume_point"]
+    assert manifest["runs"]["control"]["status"] == "stopped"
+    assert point["path"] == f"data/runs/control/resume/{on_disk.name}" and point["sha256"] == want
+    assert point["note"] == "a resume point, not an accepted result"
+    assert "### Run control: a resume point, not an accepted result" in reload_md
+    landing = report[report.index("## Landing"):]
+    began = next(e for e in events if e["kind"] == "landing" and e["phase"] == "began")
+    assert began["reserve"]["total_s"] > 0 and "| save | 30s |" in landing, landing
+    for phase in ("began", "save_requested", "saved", "verified", "stopped", "exporting"):
+        assert f"| {phase} |" in landing, (phase, landing)
+    assert f"- run `control`: `data/runs/control/resume/{on_disk.name}` (" in landing
+    # From the tar alone, in a fresh process: `cockpit verify-export` reloads it.
+    check = run_cockpit("verify-export", str(tar))
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "1 resume point(s), not accepted results, reloaded too" in check.stdout, check.stdout
 
 
 def test_a_clock_that_jumps_past_the_point_lands_nothing_while_it_holds(tmp_path: Path) -> None:

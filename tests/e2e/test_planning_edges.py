@@ -351,3 +351,34 @@ def test_next_keeps_an_earlier_attempts_stop_among_the_uncertainties(tmp_path: P
     assert state.runs["train"].stop is None  # the latest attempt ran to its end
     assert "run train (an earlier attempt) was stopped by finite-loss at step 8: loss nan" \
         in uncertainties(campaign, state)
+
+
+def test_plan_overrun_names_interchangeable_stages_as_one_option(tmp_path: Path) -> None:
+    """D11, none twice: two sweeps alike (duration, resource, before and after) are one
+    way out, "drop one of sweep-1, sweep-2", never two mirror-image options; a third
+    sweep of another length stays an option of its own."""
+    sweep = {"resource": "gpu", "category": "exploratory", "after": ["control"]}
+    path = write_campaign(tmp_path, [
+        {"id": "control", "hours": 20, "resource": "gpu", "run": "control"},
+        {"id": "sweep-1", "hours": 20, "run": "sweep-1", **sweep},
+        {"id": "sweep-2", "hours": 20, "run": "sweep-2", **sweep},
+        {"id": "sweep-3", "hours": 8, "run": "sweep-3", **sweep},
+        {"id": "report", "hours": 4, "resource": "human",
+         "after": ["sweep-1", "sweep-2", "sweep-3"]},
+    ], extra={"conclusion": {"metric": "val/accuracy", "baseline": "control",
+                             "variants": ["sweep-1", "sweep-2", "sweep-3"]}},
+        start=FIXED_START)
+    # 20 + 20 + 20 + 8 + 4 = 72 h, with a 10 h overrun 82 h: dropping a 20 h sweep fits.
+    out = run_cockpit("plan", str(path), "--overrun", "10h")
+    assert out.returncode == 0, out.stderr
+    shorten = [line.strip() for line in out.stdout.splitlines() if "shorten:" in line]
+    assert "- shorten: drop one of sweep-1, sweep-2 (saves 20 h: reserved 62 h, then fits)" \
+        in shorten, out.stdout
+    assert not any(line.startswith("- shorten: drop sweep-2") for line in shorten), shorten
+    assert len(shorten) == len(set(shorten)), shorten
+    options = json.loads(run_cockpit("plan", str(path), "--overrun", "10h", "--json").stdout
+                         )["options"]
+    (alike,) = [o for o in options if o["one_of"]]
+    assert alike["drops"] == ["sweep-1"] and alike["one_of"] == [
+        {"count": 1, "of": ["sweep-1", "sweep-2"]}]
+    assert not any(o["drops"] == ["sweep-2"] for o in options)

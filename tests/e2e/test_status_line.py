@@ -171,6 +171,16 @@ def test_after_a_real_export_the_line_says_closed_even_with_no_face_running(tmp_
     assert done.returncode == 0, done.stderr
     before = run_cockpit("status", str(path), "--line").stdout
     assert "closed" not in before
+    # Exported with no accepted result: the question is open, never "closed" (issue 41).
+    assert run_cockpit("export", str(path)).returncode == 0
+    line = run_cockpit("status", str(path), "--line").stdout
+    assert line.startswith("exported, question open: no accepted result · "), line
+    assert "closed" not in line
+    # Accepted since: that export is stale, said, until it is exported again.
+    assert run_cockpit("accept", str(path), "control", "--note", "good").returncode == 0
+    line = run_cockpit("status", str(path), "--line").stdout
+    assert line.startswith("export STALE: predates 1 verdict (control); the question is "
+                           "answered now — cockpit export campaign.yaml · "), line
     exported = run_cockpit("export", str(path))
     assert exported.returncode == 0, exported.stderr
     # headless's last line predates the export: the journal is newer, the engine answers

@@ -71,8 +71,10 @@ def test_start_is_offered_exactly_as_the_engine_starts(tmp_path: Path) -> None:
     assert snap.stage("main").state == "blocked"
     says_no(snap.stage("main").start, "stage 'main' is blocked: the decision at 'pilot' is "
                                       "pending (D4); `cockpit start` runs it anyway")
-    # A stage that is done is not offered again (the CLI restarts it on purpose).
-    says_no(snap.stage("prep").start, "stage 'prep' is done: `cockpit start` runs it again")
+    # A stage that is done is not offered again (the CLI restarts it with --force).
+    says_no(snap.stage("prep").start, "stage 'prep' is done; --force starts it again (a new "
+                                      "attempt, the earlier one kept)")
+    says_no(snap.stage("prep").start, refused(engine.start, "prep"))  # the action agrees
 
 
 def test_start_refusals_for_a_held_resource_a_rule_stop_and_a_dropped_stage(

@@ -86,7 +86,7 @@ CASES = {
 }
 EXPECTED = {
     "misspelled": "train/los never seen — the run reports train/loss, val/bpc "
-                  "(did you mean train/loss?)",
+                  "(did you mean loss, reported as train/loss?)",
     "missing-folder": "does not exist; the run reports no metrics",
     "missing-extra": "needs the tensorboard package, not installed: "
                      "python3 -m pip install 'cockpit[tensorboard]'",
@@ -276,7 +276,8 @@ def test_a_running_run_is_blind_at_once_and_journaled_once_after_the_grace(
     assert {r.rule: r.state for r in snap.rules if not r.implicit} == {"loss-cap": "blind",
                                                                          "seen": "ok"}
     assert [r.reason for r in snap.rules if r.rule == "loss-cap"] == [
-        "train/los never seen — the run reports train/loss (did you mean train/loss?)"]
+        "train/los never seen — the run reports train/loss (did you mean loss, reported "
+        "as train/loss?)"]
 
     def blind_events() -> list[dict[str, Any]]:
         return [e for e in _journal(tmp_path) if e["kind"] == "rule_blind"]
@@ -361,3 +362,36 @@ def test_the_conclusion_metric_blind_on_a_run_it_compares_is_listed_for_the_repo
     assert blind_rules_of(engine.campaign, engine.state(), "r1") == [
         "the conclusion's metric: val/bpx never seen — the run reports train/loss, val/bpc "
         "(did you mean val/bpc?)"]
+
+
+def test_a_running_run_waits_for_its_first_report_two_minutes_before_it_is_blind(
+        tmp_path: Path) -> None:
+    """The documented 2 min: half a second after its start a run has reported nothing
+    yet; its rule is *waiting* (never ok), and nobody is called. Blind — on every face,
+    a NEEDS A PERSON — once the run has run 2 min without reporting the metric."""
+    from cockpit.campaign import load_campaign
+    from cockpit.engine import Engine
+    from cockpit.runs.blind import BLIND_GRACE_S
+    from tests.engine.test_engine_guards import FakeClock, FakeSupervisor
+
+    assert BLIND_GRACE_S == 120.0  # docs/campaign-file.md and docs/domain.md: 2 min
+    path = _campaign(tmp_path, start=FIXED_START)  # a rule on train/loss, nothing written
+    clock = FakeClock()
+    engine = Engine(load_campaign(path), clock=clock, supervisor=FakeSupervisor())
+    engine.start("train")
+
+    def loss_cap() -> tuple[str, str | None, list[str]]:
+        snap = engine.tick()
+        (rule,) = [r for r in snap.rules if r.rule == "loss-cap"]
+        return rule.state, rule.reason, [n.kind for n in snap.needs_person()]
+
+    clock.advance(0.5)
+    state, reason, needs = loss_cap()
+    assert state == "waiting" and "no report from the run yet" in (reason or ""), reason
+    assert "blind" not in needs
+    clock.advance(BLIND_GRACE_S - 1.5)  # 119 s after the start
+    assert loss_cap()[0] == "waiting"
+    clock.advance(2)  # 121 s: no report came
+    state, reason, needs = loss_cap()
+    assert state == "blind" and "train/loss never seen" in (reason or "")
+    assert "blind" in needs

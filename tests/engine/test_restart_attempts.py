@@ -96,3 +96,30 @@ def test_a_forced_restart_keeps_every_attempt(tmp_path: Path) -> None:
     assert nxt.returncode == 0, nxt.stdout + nxt.stderr
     written = (tmp_path / "c" / "campaign.next.yaml").read_text()
     assert "run r1 attempt 1 of 2 was stopped by finite-loss at step 3" in written
+
+
+def test_start_of_a_done_stage_needs_force(tmp_path: Path) -> None:
+    """A stage that is done starts again only with --force, as the screen asks first:
+    without it, one line and exit 2, and nothing is launched."""
+    from tests.helpers.campaigns import step_command
+
+    path = write_campaign(tmp_path, [{"id": "train", "run": "r1", "duration": "10m",
+                                      "resource": "cpu", "command": step_command(3, 0.01)}])
+    done = run_cockpit("headless", str(path), "--auto", "--until-done", "--interval", "0.1",
+                       timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def started() -> int:
+        events = Journal(tmp_path / ".cockpit" / "journal.jsonl").events()
+        return sum(1 for e in events if e["kind"] == "stage_started")
+
+    assert started() == 1
+    again = run_cockpit("start", str(path), "train")
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert again.stderr.strip().splitlines() == [
+        "cockpit start: stage 'train' is done; --force starts it again (a new attempt, the "
+        "earlier one kept)"]
+    assert "Traceback" not in again.stderr and started() == 1  # nothing launched
+    forced = run_cockpit("start", str(path), "train", "--force")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert started() == 2

@@ -96,3 +96,36 @@ def test_until_done_waits_for_a_verdict_still_being_checked(tmp_path: Path) -> N
         assert engine.until_done(engine.state()).reason == "judging"
     finally:
         release(tmp_path).touch()
+
+
+def test_nobody_is_asked_for_a_verdict_while_the_acceptance_checks_judge(
+        tmp_path: Path) -> None:
+    """"awaits a verdict" (NEEDS A PERSON) only once the automatic acceptance has had its
+    say: while the run's reload check runs in the background the run is *judging*, and
+    the check's verdict leaves nothing to ask. A run with no acceptance check is asked
+    for at once (nothing else will judge it)."""
+    path = slow_campaign(tmp_path)
+    data = json.loads(path.read_text())
+    data["stages"].append({"id": "plain", "hours": 1, "resource": "cpu", "run": "r2",
+                           "command": [sys.executable, "-c", "pass"]})
+    path.write_text(json.dumps(data))
+    engine = Engine(load_campaign(path), actor="test")
+    engine.start("train")
+    engine.start("plain")
+    try:
+        wait_for(lambda: engine.tick().run("r1").state == "succeeded"
+                 and began(tmp_path).exists(), 60, "the run's end and its check begun")
+        for _ in range(3):
+            snap = engine.tick()
+            asked = [n.key for n in snap.needs_person() if n.kind == "verdict"]
+            assert not verdicts(path)
+            assert "verdict:r1" not in asked, asked  # its check is still judging it
+            assert snap.run("r1").judging
+        wait_for(lambda: "verdict:r2" in [n.key for n in engine.tick().needs_person()], 30,
+                 "the run without checks asked for at once")
+    finally:
+        release(tmp_path).touch()
+    wait_for(lambda: engine.tick() and verdicts(path), 60, "the verdict on a later tick")
+    snap = engine.tick()
+    assert snap.run("r1").verdict == "accepted" and not snap.run("r1").judging
+    assert "verdict:r1" not in [n.key for n in snap.needs_person()]

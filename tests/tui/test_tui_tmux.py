@@ -280,6 +280,10 @@ def test_at_80x24_a_person_decides_rejects_and_watches_the_loss(tmp_path: Path,
         tmux("send-keys", "-t", session, "-l", "pilot fits the window")
         wait_for(lambda: "pilot fits the window" in screen(session), what="the note in view")
         tmux("send-keys", "-t", session, "Enter")
+        # The second Enter once the first has moved the focus on (a loaded machine may
+        # draw late: each key waits for what the one before did).
+        wait_for(lambda: frame_style(session, "e.g. val/accuracy") == focused,
+                 what="the metric field focused after the note")
         tmux("send-keys", "-t", session, "Enter")
         wait_for(lambda: "Record the decision at pilot?" in screen(session), what="y/n")
         assert "note: pilot fits the window" in screen(session)

@@ -71,3 +71,15 @@ def test_the_acting_half_of_a_tick_runs_only_when_this_engine_conducts() -> None
                and any(isinstance(c, ast.Call) and _dotted(c.func) == "self._step"
                        for b in n.body for c in ast.walk(b))]
     assert guarded, "tick calls _step outside `if self._conduct_now():`"
+    # The steps (the effects' sites) run only through _step: Engine.TICK_STEPS names them
+    # and nothing calls one directly.
+    from cockpit.engine.facade import Engine
+    steps = {step.__name__ for step in Engine.TICK_STEPS}
+    assert {"_judge_rules", "_start_next", "_land", "_announce"} <= steps
+    direct = [f"{f.name} calls {_dotted(n.func)}" for f in ast.walk(tree)
+              if isinstance(f, ast.FunctionDef) for n in ast.walk(f)
+              if isinstance(n, ast.Call) and _dotted(n.func).split(".")[-1] in steps]
+    assert not direct, direct
+    step = next(f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                and f.name == "_step")
+    assert "TICK_STEPS" in ast.unparse(step)

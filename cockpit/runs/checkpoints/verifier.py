@@ -40,13 +40,14 @@ def scanner_for(campaign: Campaign, run: Run,
 
 
 def run_stream(campaign: Campaign, run_id: str) -> MetricStream:
-    """Every metric file of a run: its declared ``metrics`` and its cockpit.report file."""
+    """Every metric file of a run: its declared ``metrics`` and its cockpit.report file,
+    read with the run's ``metric_names`` mapping."""
     run = campaign.runs.get(run_id)
     paths = [campaign.resolve(p) for p in (run.metrics if run else ())]
     report = report_path(campaign, run_id)
     if report not in paths:
         paths.append(report)
-    return MetricStream(paths)
+    return MetricStream(paths, names=run.metric_names if run else None)
 
 
 def feed_checkpoint_reports(campaign: Campaign, scanner: CheckpointScanner,

@@ -17,6 +17,10 @@ from cockpit.runs.metrics.values import Clock, ReadBatch
 class MetricReader(ABC):
     """One metrics file; :meth:`poll` returns what is new since the last poll."""
 
+    # Names this format uses for something else than their alias in the canonical table
+    # (cockpit.common.metric_names): the stream adds no canonical name beside them.
+    NOT_ALIASES: frozenset[str] = frozenset()
+
     def __init__(self, path: Path, clock: Clock = time.time) -> None:
         self.path = Path(path)
         self._clock = clock
@@ -32,6 +36,10 @@ class MetricReader(ABC):
 
     @abstractmethod
     def poll(self) -> ReadBatch: ...
+
+    @property
+    def not_aliases(self) -> frozenset[str]:
+        return self.NOT_ALIASES
 
     @property
     def position(self) -> int | None:

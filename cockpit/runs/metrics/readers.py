@@ -21,6 +21,7 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
+from cockpit.common.metric_names import HF_RUN_MEAN
 from cockpit.runs.metrics.reader_base import MetricReader
 from cockpit.runs.metrics.tensorboard import TensorBoardReader, is_tensorboard_path
 from cockpit.runs.metrics.values import (
@@ -290,8 +291,11 @@ class TrainerStateReader(MetricReader):
     ``checkpoint-N/trainer_state.json`` by N is read (or the folder's own
     ``trainer_state.json`` when it is newer, as at the end of training). A
     ``max_steps`` above 0 is delivered as the metric ``max_steps`` (the name
-    :func:`cockpit.report.progress` uses) at ``global_step``.
+    :func:`cockpit.report.progress` uses) at ``global_step``. Its end-of-training
+    ``train_loss`` is the mean over the run, not a step's loss: never aliased to ``loss``.
     """
+
+    NOT_ALIASES = HF_RUN_MEAN
 
     def __init__(self, path: Path, clock: Clock = time.time) -> None:
         super().__init__(path, clock)
@@ -410,6 +414,10 @@ class FolderReader(TrainerStateReader):
     @property
     def caught_up(self) -> bool:
         return self.tensorboard is None or self.tensorboard.caught_up
+
+    @property
+    def not_aliases(self) -> frozenset[str]:
+        return self.NOT_ALIASES if self.tensorboard is None else frozenset()
 
     def poll(self) -> ReadBatch:
         if self.tensorboard is None and is_tensorboard_path(self.path):

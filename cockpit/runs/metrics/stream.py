@@ -37,17 +37,32 @@ points. Events found by :meth:`MetricStream.poll` wait in a bounded queue that
 the stream cache). Where a stream stood (offsets, latest values, recent points) can be
 saved and restored by :mod:`cockpit.runs.metrics.stream_cache`, so a restart reads only
 what is new, and a one-shot command can start at a file's tail.
+
+What the stream adds to the readers' points:
+
+- **Canonical names** (:mod:`cockpit.common.metric_names`): a value read under an alias
+  (``train/loss``, ``train_loss``, ``val_loss``...) or under a name the run's
+  ``metric_names`` maps is also delivered under its canonical name (``loss``,
+  ``eval_loss``...), so one rule, check and chart name one metric across frameworks.
+- **NaN never hidden**: a training ``loss`` of exactly 0.0 while a ``grad_norm`` is
+  non-finite at the same step (in one point, or in two: TensorBoard writes each scalar
+  as its own event) marks the point's ``loss`` masked: the Hugging Face Trainer's
+  ``logging_nan_inf_filter`` logs a NaN loss so, and a ``non_finite`` rule on the loss
+  fires on it (:func:`cockpit.runs.rules.check_points`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cockpit.common.metric_names import GRAD_NORM, LOSS, MetricNames
 from cockpit.runs.metrics.reader_base import MetricReader
 from cockpit.runs.metrics.readers import (
     CsvMetricsReader,
@@ -76,14 +91,37 @@ PENDING_EVENTS = 1000
 REPORTED_EVENTS = 256  # the last events kept for a stream cache (checkpoint reports)
 
 
-# ---------------------------------------------------------------- readers
+class HiddenNan:
+    """Whether the training loss was logged as exactly 0.0 while a gradient norm was
+    non-finite at the same step; the points that complete it get ``loss`` masked."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.zero_loss = False
+        self.bad_norm = False
+
+    def mark(self, point: MetricPoint) -> MetricPoint:
+        loss, norm = point.values.get(LOSS), point.values.get(GRAD_NORM)
+        if loss is None and norm is None:
+            return point
+        if point.step is None or point.step != self.step:
+            self.step, self.zero_loss, self.bad_norm = point.step, False, False
+        if loss is not None:
+            self.zero_loss = loss == 0.0
+        if norm is not None:
+            self.bad_norm = not math.isfinite(norm)
+        if self.zero_loss and self.bad_norm:
+            return replace(point, masked=point.masked | {LOSS})
+        return point
 
 
 class MetricStream:
     """All metric files of one run, polled together.
 
-    :meth:`poll` reads every reader and returns the new points; events found on the
-    way wait in a bounded queue that :meth:`poll_events` drains (it does not read).
+    :meth:`poll` reads every reader and returns the new points (canonical names added,
+    a hidden NaN marked: see the module text); events found on the way wait in a bounded
+    queue that :meth:`poll_events` drains (it does not read). ``names``: the run's own
+    ``metric_names`` mapping (``{their_name: canonical}``).
     """
 
     def __init__(
@@ -91,8 +129,11 @@ class MetricStream:
         paths: Sequence[Path],
         clock: Clock = time.time,
         recent: int = RECENT_POINTS,
+        names: Mapping[str, str] | None = None,
     ) -> None:
         self.readers: list[MetricReader] = [open_reader(Path(p), clock) for p in paths]
+        self.names = MetricNames(names)
+        self._hidden = HiddenNan()
         self.latest: dict[str, float] = {}
         self.latest_step: int | None = None
         self.recent: deque[MetricPoint] = deque(maxlen=recent)
@@ -126,13 +167,21 @@ class MetricStream:
             self.start_offsets = [reader.position or 0 for reader in self.readers]
         for index, reader in enumerate(self.readers):
             batch = reader.poll()
-            points.extend(batch.points)
+            read = [self._canonical(point, reader.not_aliases) for point in batch.points]
+            points.extend(read)
             self._events.extend(batch.events)
             self.reported.extend(batch.events)
             if not self._behind_seed(index, reader):
-                self._take_latest(batch.points)
+                self._take_latest(read)
         self.recent.extend(points)
         return points
+
+    def _canonical(self, point: MetricPoint, not_aliases: frozenset[str]) -> MetricPoint:
+        """The point with its canonical names added and a hidden NaN marked."""
+        values = self.names.expand(point.values, not_aliases)
+        if values is not point.values:
+            point = replace(point, values=dict(values))
+        return self._hidden.mark(point)
 
     def _take_latest(self, points: Sequence[MetricPoint]) -> None:
         for point in points:
@@ -164,7 +213,7 @@ class MetricStream:
         for index, reader in enumerate(self.readers):
             if reader.path == Path(path) and reader.position is not None:
                 self._seeded[index] = size
-                for name, value in values.items():
+                for name, value in self.names.expand(values, reader.not_aliases).items():
                     self.latest[name] = value
                     self._value_steps[name] = step
                 if step is not None:

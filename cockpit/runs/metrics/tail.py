@@ -10,10 +10,11 @@ run's current attempt began); other formats are read whole.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cockpit.common.metric_names import MetricNames
 from cockpit.runs.metrics.readers import _READ_LIMIT
 from cockpit.runs.metrics.stream import JsonlMetricsReader, MetricPoint, MetricStream
 
@@ -28,30 +29,35 @@ class LastValues:
 
 
 def last_values(paths: Sequence[Path], wanted: Iterable[str] | None = None,
-                since: float | None = None) -> LastValues:
+                since: float | None = None,
+                metric_names: Mapping[str, str] | None = None) -> LastValues:
     """Each metric's last value in ``paths`` (later files win), and the last step.
 
     ``wanted`` names the metrics that matter: JSON-lines files are then read from the
     end only as far as needed. ``None`` means every metric, which needs whole files.
-    Points older than ``since`` (epoch seconds: an earlier attempt) are ignored.
+    Points older than ``since`` (epoch seconds: an earlier attempt) are ignored. Values
+    are also under their canonical names (``metric_names``: the run's own mapping), so
+    a wanted alias is found under its canonical name.
     """
-    names = None if wanted is None else set(wanted)
+    table = MetricNames(metric_names)
+    names = None if wanted is None else {table.canonical(n) for n in wanted}
     result = LastValues()
     for path in paths:
         if names is not None and path.suffix.lower() in _JSONL:
-            found = _jsonl_tail(path, names, since)
+            found = _jsonl_tail(path, names, since, names=table)
         else:
-            found = _whole(path, since)
+            found = _whole(path, since, metric_names)
         result.values.update(found.values)
         if found.last_step is not None:
             result.last_step = found.last_step
     return result
 
 
-def _whole(path: Path, since: float | None) -> LastValues:
+def _whole(path: Path, since: float | None,
+           metric_names: Mapping[str, str] | None = None) -> LastValues:
     found = LastValues()
     try:
-        stream = MetricStream([path])
+        stream = MetricStream([path], names=metric_names)
     except ValueError:
         return found
     while points := stream.poll():  # each poll reads a bounded slice: go to the end
@@ -73,7 +79,8 @@ def _take(found: LastValues, point: MetricPoint, since: float | None, overwrite:
 
 
 def _jsonl_tail(path: Path, wanted: set[str], since: float | None,
-                max_bytes: int | None = None, every_name: bool = False) -> LastValues:
+                max_bytes: int | None = None, every_name: bool = False,
+                names: MetricNames | None = None) -> LastValues:
     """Newest-first read from the end until every wanted metric and the step are known
     (or, ``every_name``, until ``max_bytes`` are read: every metric seen there)."""
     found = LastValues()
@@ -94,18 +101,18 @@ def _jsonl_tail(path: Path, wanted: set[str], since: float | None,
             lines = data.split(b"\n")
             carry = lines.pop(0) if start > 0 else b""  # maybe a line cut by the chunk
             for raw in reversed(lines):
-                if not _newest_first(found, parser, raw, since):
+                if not _newest_first(found, parser, raw, since, names):
                     return found
                 if not every_name and wanted <= found.values.keys() \
                         and found.last_step is not None:
                     return found
         if carry and stop == 0:
-            _newest_first(found, parser, carry, since)
+            _newest_first(found, parser, carry, since, names)
     return found
 
 
 def _newest_first(found: LastValues, parser: JsonlMetricsReader, raw: bytes,
-                  since: float | None) -> bool:
+                  since: float | None, names: MetricNames | None = None) -> bool:
     """Take one line read backwards; False once the lines are older than ``since``."""
     try:
         item = parser._parse(0, raw)
@@ -113,6 +120,8 @@ def _newest_first(found: LastValues, parser: JsonlMetricsReader, raw: bytes,
         return True  # a garbage line (or a torn last one): skipped, as the readers do
     if not isinstance(item, MetricPoint):
         return True  # an event, or an empty line
+    if names is not None:
+        item = MetricPoint(item.step, names.expand(item.values), item.t)
     return _take(found, item, since, overwrite=False)
 
 

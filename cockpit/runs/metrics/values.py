@@ -21,11 +21,15 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True)
 class MetricPoint:
-    """Metric values recorded together; ``t`` is the record's own time (epoch seconds)."""
+    """Metric values recorded together; ``t`` is the record's own time (epoch seconds).
+    ``masked``: names whose logged value at this step hides a non-finite one (a loss the
+    Trainer's NaN filter logged as 0.0 beside a non-finite gradient norm), set by the
+    metric stream; they need not be among ``values``."""
 
     step: int | None
     values: Mapping[str, float]
     t: float | None
+    masked: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

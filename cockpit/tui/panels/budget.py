@@ -6,6 +6,7 @@ from rich.style import Style
 from rich.text import Text
 
 from cockpit.common.durations import format_duration
+from cockpit.common.units import format_share
 from cockpit.engine.snapshot import Budget, HoursBought, Money, Snapshot
 from cockpit.tui.panels.base import LivePanel, block, level, styled
 
@@ -61,29 +62,36 @@ def budget_lines(b: Budget) -> list[Text]:
 
 
 HOURS_LINE = 36  # the budget panel's text width at 120 columns
+PANEL_LABELS = {"idle": "idle gaps", "human": "human stages", "cpu": "CPU stages",
+                "after_close": "unused after close"}
 
 
 def hours_lines(h: HoursBought | None) -> list[Text]:
-    """What the GPU-hours bought, in two short lines (the panel is 40 columns): busy of
-    held, then unrecorded and the idle gaps with their share of the price. Nothing
-    recorded is said in the warning colour, never shown as fine."""
+    """What the GPU-hours bought, in short lines (the panel is 40 columns): busy of held,
+    then the unrecorded hours, the idle gaps in hours and as a share of the window, the
+    time human and CPU stages ran while no GPU stage did, and the rest of the window
+    unused after the close: time, never money (D8). Nothing recorded is said in the
+    warning colour, never shown as fine."""
     if h is None:
         return []
     o = h.overall
     lines = [styled([("GPU-h busy ", ""), (f"{o.busy_h:.1f}", "bold"),
                      (f" of {o.held_h:.1f} held", "")])]
-    tail = []
+    tail: list[tuple[str, str | Style]] = []
     if o.unrecorded_s:
         tail.append((f"unrecorded {o.unrecorded_h:.1f}",
                      level("warn") if not o.busy_s + o.idle_s else ""))
-    if h.gaps_s:
-        share = f" {h.gaps_share}" if h.gaps_share is not None else ""
-        tail.append((f"gaps {format_duration(h.gaps_s)}{share}", ""))
-    if sum(len(text) for text, _ in tail) + 3 * (len(tail) - 1) > HOURS_LINE:
-        lines += [styled([part]) for part in tail]  # one line each rather than a wrap
-    elif tail:
-        parts: list[tuple[str, str | Style]] = []
-        for i, part in enumerate(tail):
-            parts += [(" · ", "")] * (i > 0) + [part]
-        lines.append(styled(parts))
+    for name, seconds in h.kind_totals().items():
+        if seconds:
+            share = format_share(h.window_share(seconds), 0)
+            tail.append((f"{PANEL_LABELS[name]} {format_duration(seconds)} ({share}"
+                         f"{' of window' if name == 'idle' else ''})", ""))
+    row: list[tuple[str, str | Style]] = []  # parts packed into lines, never wrapped
+    for part in tail:
+        if row and sum(len(t) for t, _ in row) + len(part[0]) + 3 * len(row) > HOURS_LINE:
+            lines.append(styled(row))
+            row = []
+        row += [(" · ", "")] * bool(row) + [part]
+    if row:
+        lines.append(styled(row))
     return lines

@@ -83,6 +83,8 @@ def _run_cells(r: RunView) -> tuple[Any, ...]:
         verdict, verdict_level = r.stop_rule, "fired"
     elif run_needs_person(r):
         verdict, verdict_level = "awaits a/r", "warn"
+    elif r.judging and r.verdict is None:
+        verdict = "judging"  # its acceptance checks run (a reload in the background)
     checkpoint, saved = _checkpoint_cells(r)
     return (Text(r.id, style="bold"),
             Text(tx.stage_state(r.state), style=level(tx.STAGE_LEVEL.get(r.state, "info"))),

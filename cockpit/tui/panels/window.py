@@ -52,10 +52,15 @@ class WindowPanel(LivePanel):
 
     @staticmethod
     def _next_line(snap: Snapshot) -> Text:
-        """The landing's newest step, the overrun options, a pending decision, a
-        revision, the conclusion or the question: the first that applies."""
+        """The landing's newest step, a stale export, the overrun options, a pending
+        decision, a revision, the close (or an export of a question still open), the
+        conclusion or the question: the first that applies."""
         if snap.landing:
             return styled([("landing: ", level("warn")), (snap.landing[-1], "")])
+        export = snap.export
+        words = export.words() if export is not None else None  # the one wording
+        if export is not None and export.stale is not None and words:
+            return styled([(words, level("warn")), (" (or press e)", "")])
         if snap.window.options:
             return styled([("options (o): ", level("warn")),
                            (" · ".join(snap.window.options), "")])
@@ -65,6 +70,11 @@ class WindowPanel(LivePanel):
         if snap.revised:
             return styled([("the question is under revision: nothing more starts",
                             level("warn"))])
+        if export is not None and export.closed and words:
+            return styled([(words, level("ok")), (" — fetch by ", ""),
+                           (f"{snap.window.retrieval_deadline:%m-%d %H:%M} UTC", "bold")])
+        if words:  # exported, the question open
+            return styled([(words, level("warn"))])
         if snap.conclusion and any(r.verdict == "accepted" for r in snap.runs):
             return styled([("conclusion: ", "bold"), (snap.conclusion, "")])
         return styled([(f"question: {snap.question}", level("muted"))])
