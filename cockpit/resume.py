@@ -173,7 +173,7 @@ def save_state(
     try:
         with os.fdopen(fd, "wb") as stream:
             writer = _ErrorKeepingWriter(stream)
-            torch.save(payload, writer)  # type: ignore[arg-type]  # a duck-typed stream
+            torch.save(payload, writer)  # a duck-typed stream (torch.save takes any file-like)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(tmp_name, target)

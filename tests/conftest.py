@@ -33,6 +33,8 @@ HEAVY = frozenset({
     "tests/e2e/test_serve_browser.py",  # Chromium
     "tests/e2e/test_prometheus_server.py",  # Prometheus and node_exporter
     "tests/e2e/test_export_rebuild.py",  # a fresh venv rebuilt from a bag
+    "tests/e2e/test_integration_hf.py",  # the real Trainer, in process and in a run
+    "tests/e2e/test_integration_lightning.py",  # a real Lightning run
 })
 
 

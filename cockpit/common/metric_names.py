@@ -40,21 +40,12 @@ def canonical_name(name: str) -> str:
     return ALIASES.get(name, name)
 
 
-def same_metric(a: str, b: str) -> bool:
-    return a == b or canonical_name(a) == canonical_name(b)
-
-
 def lookup(values: Mapping[str, float], name: str) -> float | None:
     """The value of ``name`` in ``values``: under its own name, else under its canonical
     name (a check on ``val_loss`` finds a Trainer's ``eval_loss``)."""
     if name in values:
         return values[name]
     return values.get(canonical_name(name))
-
-
-def known_names(reported: Collection[str]) -> set[str]:
-    """Every name a reported name is known by: itself and its canonical name."""
-    return set(reported) | {canonical_name(n) for n in reported}
 
 
 def as_reported(reported: Collection[str]) -> list[str]:
@@ -85,6 +76,10 @@ class MetricNames:
 
     def __init__(self, mapping: Mapping[str, str] | None = None) -> None:
         self.mapping: dict[str, str] = dict(mapping or {})
+        # (names of a record, names not aliased) -> what to add: records of one source
+        # mostly share their names, so each set is worked out once (bounded)
+        self._plans: dict[tuple[tuple[str, ...], Collection[str]],
+                          tuple[tuple[str, str], ...]] = {}
 
     def canonical(self, name: str, not_aliases: Collection[str] = ()) -> str:
         if name in self.mapping:
@@ -95,12 +90,40 @@ class MetricNames:
                not_aliases: Collection[str] = ()) -> Mapping[str, float]:
         """``values`` with each value also under its canonical name (the source's own value
         under that name wins); the same mapping object when nothing is added."""
-        added: dict[str, float] | None = None
-        for name, value in values.items():
+        plan = self.plan(values, not_aliases)
+        if not plan:
+            return values
+        out = dict(values)
+        for source, target in plan:
+            out[target] = values[source]
+        return out
+
+    def add_canonical(self, values: dict[str, float],
+                      not_aliases: Collection[str] = ()) -> None:
+        """:meth:`expand` in place, for a dict nobody else holds yet (a point just read)."""
+        for source, target in self.plan(values, not_aliases):
+            values[target] = values[source]
+
+    def plan(self, values: Collection[str], not_aliases: Collection[str] = ()
+             ) -> tuple[tuple[str, str], ...]:
+        """(name, canonical name to add) for a record with these names."""
+        key = (tuple(values), not_aliases)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(values, not_aliases)
+            if len(self._plans) >= PLANS_KEPT:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def _plan(self, names: Collection[str], not_aliases: Collection[str]
+              ) -> tuple[tuple[str, str], ...]:
+        plan: dict[str, str] = {}  # target -> the first name that stands for it
+        for name in names:
             target = self.canonical(name, not_aliases)
-            if target != name and target not in values and (added is None
-                                                             or target not in added):
-                if added is None:
-                    added = {}
-                added[target] = value
-        return values if added is None else {**values, **added}
+            if target != name and target not in names and target not in plan:
+                plan[target] = name
+        return tuple((source, target) for target, source in plan.items())
+
+
+PLANS_KEPT = 256  # name sets remembered per MetricNames (a source with ever new names)

@@ -7,7 +7,9 @@ module owns
 - :func:`blind_reason`, the pure decision and its words: the run has started (running
   or ended), the watched metric has never been seen on this attempt, and why when that
   is known (a declared metrics source that does not exist, a reader whose extra is not
-  installed), naming the metrics the run *does* report, with a did-you-mean;
+  installed), naming the metrics the run *does* report, with a did-you-mean that names
+  the canonical name (:mod:`cockpit.common.metric_names`: a metric seen under an alias
+  is seen);
 - :func:`first_report_due`, the grace before that: a running run that has run under
   :data:`BLIND_GRACE_S` (the documented 2 min) and reported no metric yet is *waiting*
   for its first report, not blind (a source that reports other metrics, or cannot be

@@ -111,9 +111,11 @@ def test_a_diverged_trainer_run_is_reported_unfiltered(hf: Any, reported: Path,
     # the Trainer hid it: its end-of-training mean loss is finite
     (summary,) = [m for m in metrics if "train_runtime" in m]
     assert math.isfinite(summary["mean_train_loss"]) and "train_loss" not in summary
-    # the callback did not: the unfiltered loss, NaN, with how many steps had one
-    (nan,) = [m for m in metrics if "nonfinite/loss" in m]
-    assert math.isnan(nan["loss"]) and nan["nonfinite/loss"] == 4 and nan["step"] >= 5
+    # the callback did not: the unfiltered loss, NaN, with how many steps had one (in
+    # one line at the end, or more when a second passed: the watch reports once a second)
+    nans = [m for m in metrics if "nonfinite/loss" in m]
+    assert nans and all(math.isnan(m["loss"]) for m in nans), metrics
+    assert sum(m["nonfinite/loss"] for m in nans) == 4 and nans[0]["step"] >= 5
     # progress: the step and max steps
     assert {(m["step"], m["max_steps"]) for m in metrics if "loss" not in m
             and "train_runtime" not in m} >= {(0, 8), (8, 8)}
@@ -126,7 +128,7 @@ def test_a_diverged_trainer_run_is_reported_unfiltered(hf: Any, reported: Path,
         assert 0 < save["seconds"] < 60
     # and a non_finite rule on the loss fires on the file
     fired = check_points(NON_FINITE_LOSS, _points(reported))
-    assert fired is not None and fired.step == nan["step"], fired
+    assert fired is not None and fired.step == nans[0]["step"], fired
     assert fired.reason == "loss is nan (non-finite)"
 
 

@@ -177,10 +177,14 @@ class MetricStream:
         return points
 
     def _canonical(self, point: MetricPoint, not_aliases: frozenset[str]) -> MetricPoint:
-        """The point with its canonical names added and a hidden NaN marked."""
-        values = self.names.expand(point.values, not_aliases)
-        if values is not point.values:
-            point = replace(point, values=dict(values))
+        """The point with its canonical names added and a hidden NaN marked (a reader's
+        point holds a dict of its own, not yet seen by anyone: completed in place)."""
+        if isinstance(point.values, dict):
+            self.names.add_canonical(point.values, not_aliases)
+        else:
+            values = self.names.expand(point.values, not_aliases)
+            if values is not point.values:
+                point = MetricPoint(point.step, values, point.t, point.masked)
         return self._hidden.mark(point)
 
     def _take_latest(self, points: Sequence[MetricPoint]) -> None:
