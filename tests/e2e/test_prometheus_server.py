@@ -17,6 +17,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +145,11 @@ def test_three_cockpits_in_a_real_prometheus(tmp_path: Path) -> None:
         for name, path in paths.items():
             status = json.loads(run_cockpit("status", str(path), "--json").stdout)
             sel = f'{{campaign="{name}"}}'
-            left = server.value(f"cockpit_window_remaining_seconds{sel}")
-            taken = server.value(f"cockpit_snapshot_timestamp_seconds{sel}")
+            # Both at one evaluation time: from the same scrape (asked one after the
+            # other, a scrape between them put a second between the two).
+            at = time.time()
+            left = server.value(f"cockpit_window_remaining_seconds{sel}", at)
+            taken = server.value(f"cockpit_snapshot_timestamp_seconds{sel}", at)
             assert left is not None and taken is not None
             status_at = _unix(status["taken_at"])
             assert abs(status_at - taken) <= SCRAPE_S + 5.0  # both fresh

@@ -73,16 +73,19 @@ class Prometheus:
         data = get(f"{self.url}/api/v1/targets")["data"]["activeTargets"]
         return sum(1 for t in data if t["health"] == "up")
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        """An instant query's result (a vector); fails on a query Prometheus refuses."""
-        reply = get(f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query's result (a vector), evaluated at ``at`` (unix seconds; None:
+        now); fails on a query Prometheus refuses."""
+        params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+        reply = get(f"{self.url}/api/v1/query?" + urllib.parse.urlencode(params))
         assert reply["status"] == "success", (expr, reply)
         result: list[dict[str, Any]] = reply["data"]["result"]
         return result
 
-    def value(self, expr: str) -> float | None:
-        """The one value of a query, or None when it has no series."""
-        result = self.query(expr)
+    def value(self, expr: str, at: float | None = None) -> float | None:
+        """The one value of a query, or None when it has no series (``at``: see query;
+        two values asked at one ``at`` come from the same scrape)."""
+        result = self.query(expr, at)
         assert len(result) <= 1, (expr, result)
         return float(result[0]["value"][1]) if result else None
 
