@@ -366,16 +366,38 @@ REFRESH_LINES = 200  # lines written per pane per refresh: a flood of short line
 # Every line is made printable (cockpit.common.printable): escapes are shown, never sent.
 
 
+OVERWRITES = 64  # carriage-return segments of one line looked at, newest first
+
+
+def as_overwritten(line: str) -> str:
+    """One line as a terminal leaves it: each ``\\r`` returns to the first column and
+    what follows overwrites what was there (tqdm's progress bar redraws itself a few
+    times a second on one line: a terminal shows its last state, not a wall of
+    ``\\x0d``). The newest segment wins; an older, longer one shows past its end. Only
+    the newest :data:`OVERWRITES` segments are read (an hour of a bar is one line)."""
+    body = line.rstrip("\r")  # "\r\n" and a redraw that ends the line change nothing
+    if "\r" not in body:
+        return body
+    shown = ""
+    for segment in reversed(body.rsplit("\r", OVERWRITES)[-OVERWRITES:]):
+        if len(segment) > len(shown):
+            shown += segment[len(shown):]
+    return shown
+
+
 def log_lines(data: bytes, most: int = REFRESH_LINES) -> list[str]:
-    """The last ``most`` lines of ``data`` as the screen shows them: decoded, each bounded
-    to :data:`LINE_CHARS` and made printable (a tab stays a space, ``\\r`` and escapes
-    are shown); a first line says how many were skipped."""
+    """The last ``most`` lines of ``data`` as the screen shows them: decoded, carriage
+    returns applied as a terminal would (:func:`as_overwritten`), each bounded to
+    :data:`LINE_CHARS` and made printable (a tab stays a space, escapes are shown); a
+    first line says how many were skipped."""
     raws = data.split(b"\n")
     out = []
     if len(raws) > most:
         out.append(f"… {len(raws) - most} lines skipped (the run writes faster than shown)")
         raws = raws[-most:]
     for raw in raws:
+        if b"\r" in raw:  # overwritten in characters, not bytes (a bar's █ is 3 bytes)
+            raw = as_overwritten(raw.decode("utf-8", errors="replace")).encode()
         cut = raw[:LINE_CHARS * 4]  # UTF-8: at most 4 bytes a character
         text = cut.decode("utf-8", errors="replace")
         extra = len(raw) - len(cut)
