@@ -19,11 +19,13 @@ from typing import Any
 import pytest
 
 from cockpit import report
+from cockpit.alerts.targets import Target
 from cockpit.campaign import load_campaign
 from cockpit.campaign.model import StopRule
 from cockpit.engine import Engine
 from cockpit.runs.metrics.stream import MetricStream
 from cockpit.runs.rules import check_points
+from tests.helpers.alert_server import AlertServer
 from tests.helpers.campaigns import write_campaign
 from tests.helpers.process import wait_for
 
@@ -164,21 +166,35 @@ def test_without_the_callback_the_trainers_zero_loss_still_fires(hf: Any,
 
 
 def test_an_engine_stops_a_diverging_trainer_run(hf: Any, tmp_path: Path) -> None:
+    """Default TrainingArguments (its NaN filter on), the template's finite-loss rule: the
+    run is stopped and the phone (a local webhook) hears why."""
     (tmp_path / "train_hf.py").write_text(TRAIN)
     path = write_campaign(tmp_path, [
         {"id": "train", "run": "r1", "duration": "10m", "resource": "cpu",
          "command": [sys.executable, "train_hf.py", "out", "100000", "3"]},
     ], rules=[{"id": "finite-loss", "kind": "non_finite", "metric": "loss"}])
-    engine = Engine(load_campaign(path))
-    engine.start("train")
+    with AlertServer() as phone:
+        engine = Engine(load_campaign(path),
+                        alerts=[Target("phone", f"json://127.0.0.1:{phone.port}/hook")])
+        engine.start("train")
 
-    def fired() -> Any:
-        snap = engine.tick()
-        (rule,) = [r for r in snap.rules if r.rule == "finite-loss"]
-        return rule if rule.state == "fired" and snap.run("r1").state != "running" else None
+        def fired() -> Any:
+            snap = engine.tick()
+            (rule,) = [r for r in snap.rules if r.rule == "finite-loss"]
+            return rule if rule.state == "fired" and snap.run("r1").state != "running" \
+                else None
 
-    rule = wait_for(fired, timeout=180, what="the non_finite rule to stop the run")
-    assert rule.reason == "loss is nan (non-finite)", rule
-    snap = engine.tick()
-    assert snap.run("r1").state == "stopped" and (snap.run("r1").step or 0) < 100000
-    engine.close()
+        try:
+            rule = wait_for(fired, timeout=180, what="the non_finite rule to stop the run")
+            assert rule.reason == "loss is nan (non-finite)", rule
+            snap = engine.tick()
+            assert snap.run("r1").state == "stopped" and (snap.run("r1").step or 0) < 100000
+
+            def heard() -> Any:
+                engine.tick()
+                return [r for r in phone.requests if b"finite-loss" in r.body]
+
+            (alert,) = wait_for(heard, timeout=60, what="the rule's alert at the webhook")
+            assert b"loss is nan" in alert.body, alert.body
+        finally:
+            engine.close()
