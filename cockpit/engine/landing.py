@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from cockpit.campaign.model import OPTIONAL_CATEGORIES, Campaign
@@ -153,6 +153,7 @@ class Landing:
         self.actor = actor
         self._asked: dict[str, _Asked] = {}
         self._loaded = False
+        self._latest: tuple[datetime, float] | None = None  # (time decided on, mono)
 
     @property
     def began(self) -> bool:
@@ -175,8 +176,9 @@ class Landing:
         """One step of the landing (nothing unless ``on_deadline: land``)."""
         if self.campaign.on_deadline != "land" or self.landed:
             return
+        when = self._decide_on(now)
         if not self.began:
-            if holding or not self._due(state, now):
+            if holding or not self._due(state, when):
                 return  # a clock that just jumped decides nothing on the window
             point = landing_now(self.campaign, state, self.observer.checkpoints,
                                 self.scope.machine)
@@ -194,14 +196,28 @@ class Landing:
             return  # stopping: the export waits for every run of this machine to end
         self._export(now)
 
+    def _decide_on(self, now: datetime) -> datetime:
+        """The time the landing decides on: the engine's, never less than the last one
+        plus the monotonic time since (a wall clock stepped back never delays the
+        landing past the point it was heading for; one stepped forward is believed only
+        once the engine believes it)."""
+        mono = self.past.time.mono()
+        if self._latest is not None:
+            then, at = self._latest
+            now = max(now, then + timedelta(seconds=max(0.0, mono - at)))
+        self._latest = (now, mono)
+        return now
+
     def _due(self, state: CampaignState, now: datetime) -> bool:
-        """The point of no return has come, inside the window, and there is something
-        to land: a run of this machine still running, or no verified export yet."""
+        """The point of no return has come, inside the window (or past its end while a
+        run of this machine still runs: a clock that stepped past the end never skips
+        the landing), and there is something to land: a run of this machine still
+        running, or no verified export yet."""
         pkg = self.campaign.package
-        if now < pkg.start or now >= pkg.end:
-            return False
         running = any(r.state == RUNNING and self.scope.mine_run(r.id)
                       for r in state.runs.values())
+        if now < pkg.start or (now >= pkg.end and not running):
+            return False
         export = state.export
         if not running and export is not None and export.get("verified"):
             return False

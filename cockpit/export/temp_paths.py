@@ -32,6 +32,12 @@ _TMP_PARTS = re.compile(r"^(pytest-of-.+|pytest-\d+|tmp[a-z0-9_]{8})$")
 _INTERPRETER = re.compile(r"/bin/python[0-9.]*$")
 
 
+# Journal fields that hold embedded data, not text: the plan's compressed, base64 text
+# (``text_z``: its '/' would read as paths, "names /Onz2/jj5…"). Their values are
+# blanked before the scan.
+_EMBEDDED = re.compile(r'("text_z"\s*:\s*)"[^"]*"')
+
+
 def _temp_roots() -> list[str]:
     roots = {"/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir()}
     if os.environ.get("TMPDIR"):
@@ -57,6 +63,18 @@ def _under(path: str, folder: str | None) -> bool:
         return False
     p, f = os.path.normpath(path), os.path.normpath(folder)
     return p == f or p.startswith(f.rstrip("/") + "/")
+
+
+def _scannable(text: str, history: bool) -> str:
+    """The text whose absolute paths count: in history, the lines of earlier exports
+    (where they were written is history, not something results need) left out; the
+    values of embedded data fields blanked."""
+    if history:
+        text = "\n".join(line for line in text.splitlines()
+                          if '"kind": "export_done"' not in line)
+    if '"text_z"' in text:
+        text = _EMBEDDED.sub(r'\1""', text)
+    return text
 
 
 def no_temp_paths(bag: Path, campaign_folder: Path | None) -> Check:
@@ -88,10 +106,7 @@ def no_temp_paths(bag: Path, campaign_folder: Path | None) -> Check:
         # The journal is history (which interpreter ran, where): a temporary path there
         # is a fact to note, not something a reload depends on.
         history = rel in ("data/journal/journal.jsonl", f"data/{HISTORY_FILE}")
-        if history:
-            # Where earlier exports were written is history, not something results need.
-            text = "\n".join(line for line in text.splitlines()
-                              if '"kind": "export_done"' not in line)
+        text = _scannable(text, history)
         seen: set[str] = set()
         for match in _ABS_PATH.finditer(text):
             found = match.group(1).rstrip(".:")

@@ -270,8 +270,16 @@ class FlowScreen(SnapshotScreen):
             self.cockpit.act("reject", self.cockpit.engine.reject, run_id, note)
 
     @work(group="flow")
-    async def log_flow(self, stages: dict[str, str]) -> None:
-        run_id = await self.one_run("Whose output?", list(stages))
+    async def log_flow(self, stages: dict[str, str], running: str | None = None) -> None:
+        """A run's output: the runs table's cursor row when the table has the focus,
+        else a list with the running run highlighted (its output is the one growing)."""
+        candidates = list(stages)
+        run_id = self.selected_run(candidates)
+        if run_id is None and len(candidates) == 1:
+            run_id = candidates[0]
+        elif run_id is None:
+            run_id = await self.pick("Whose output?", [(r, r) for r in candidates],
+                                     running or self.selected_run(candidates, focused=False))
         if run_id is None:
             return
         stage = stages[run_id]

@@ -308,7 +308,8 @@ class CockpitScreen(FlowScreen):
         if not runs:
             return self.refuse("no run has started: no output yet")
         stages = {r.id: r.stage or r.id for r in runs}
-        self.begin(lambda: self.log_flow(stages))
+        running = next((r.id for r in runs if r.state == "running"), None)
+        self.begin(lambda: self.log_flow(stages, running))
 
     def action_chart(self) -> None:
         runs = [r.id for r in self.snapshot.runs] if self.snapshot else []

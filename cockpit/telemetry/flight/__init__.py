@@ -48,7 +48,13 @@ When something goes wrong the tick goes on
     :data:`RETRY_S` seconds. A store file that is a symbolic link (or a hard link, or
     not a regular file) is refused, never followed or written through, with a warning
     while it lasts. Another writer holding the file longer than :data:`BUSY_MS` makes a
-    batch wait (the buffer stays bounded).
+    batch wait (the buffer stays bounded). Before each batch the writer checks that the
+    store's name still names the file it has open: a store deleted under it is
+    recreated and the loss said; one replaced (by a link, another file) has its
+    history copied aside (``recorder.sqlite.replaced-<UTC stamp>``, SQLite's backup)
+    and is never written through. A wall clock that steps forward (sample time ahead
+    of the monotonic clock by more than :data:`LEAP_S`) does not empty the raw tier:
+    for a window's time after the step, the step is added to the window.
 
 Schema (version :data:`VERSION`)::
 
@@ -70,6 +76,7 @@ from cockpit.telemetry.flight.store import (
     DISK_METRICS,
     GPU_METRICS,
     HOST_METRICS,
+    LEAP_S,
     RAW_KEEP_S,
     Point,
     RecordingUnreadable,
@@ -81,6 +88,6 @@ from cockpit.telemetry.flight.store import (
 )
 from cockpit.telemetry.flight.writer import FlightRecorder
 
-__all__ = ["DISK_METRICS", "GPU_METRICS", "HOST_METRICS", "RAW_KEEP_S", "FlightRecorder",
+__all__ = ["DISK_METRICS", "GPU_METRICS", "HOST_METRICS", "LEAP_S", "RAW_KEEP_S", "FlightRecorder",
            "Point", "RecordingReader", "RecordingUnreadable", "SeriesKey", "Totals",
            "disk_series", "gpu_series", "host_series"]

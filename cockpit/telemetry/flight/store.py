@@ -28,6 +28,7 @@ RETRY_S = 60.0  # a paused or refused recorder tries again this often (sample ti
 NOTE_S = 900.0  # how long a one-off warning (a store moved aside) stays on screen
 BUSY_MS = 50  # how long a write waits for another writer before the batch waits
 BACKSTEP_S = 120  # a clock stepping back less than this waits; more restarts the clock
+LEAP_S = 120  # sample time ahead of the monotonic clock by more than this: a clock step
 MAX_PIDS = 16  # processes kept per GPU per second
 MAX_GPUS = 1024  # a GPU index beyond this is not a GPU
 KEEP_ASIDE = 3  # unreadable stores kept aside
@@ -214,6 +215,7 @@ class _Batch(NamedTuple):
     samples: list[_Sample]
     final: bool  # the recorder closes: the open minute is aggregated too
     newest: int | None  # the newest second taken (a final batch may hold none)
+    leap: tuple[int, int] | None = None  # the last clock step forward: (at, by seconds)
 
 
 def _rows(batch: Sequence[_Sample]) -> tuple[list[Row], list[Row], list[tuple[int, str, Any]]]:

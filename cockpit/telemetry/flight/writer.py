@@ -31,6 +31,7 @@ from cockpit.telemetry.flight.store import (
     FORMAT,
     HANDOFF_WAIT_S,
     KEEP_ASIDE,
+    LEAP_S,
     MAX_BUFFER,
     NOTE_S,
     QUEUE_BATCHES,
@@ -70,12 +71,14 @@ class FlightRecorder:
 
     def __init__(self, path: Path, *, raw_keep_s: int = RAW_KEEP_S,
                  batch_s: float = BATCH_S, max_buffer: int = MAX_BUFFER,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(path)
         self.raw_keep_s = int(raw_keep_s)
         self.batch_s = batch_s
         self.max_buffer = max(1, max_buffer)
         self._clock = clock  # wall time: names of stores moved aside, how long notes show
+        self._monotonic = monotonic  # tells a clock step from time that passed
         # The tick's side (under _lock): the samples waiting, the newest second taken.
         self._lock = threading.Lock()
         self._opened = False
@@ -84,6 +87,8 @@ class FlightRecorder:
         self._flush_at = 0.0
         self._last_s: int | None = None
         self._slow = False  # the last hand-off found the queue full
+        self._mono_last: float | None = None  # the monotonic time of the last sample
+        self._leap: tuple[int, int] | None = None  # the last clock step forward (at, by)
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=QUEUE_BATCHES)
         self._thread: threading.Thread | None = None
         # The writer's side (its thread, once started): the store and where it stands.
@@ -92,6 +97,7 @@ class FlightRecorder:
         self._ids: dict[SeriesKey, int] = {}
         self._pending: list[_Sample] = []  # a batch that waited for another writer
         self._busy = 0  # batches in a row that waited for another writer
+        self._ident: tuple[int, int] | None = None  # (device, inode) of the store open
         # Read by both: what the screen says, and when recording may go on.
         self._problem: str | None = None  # while recording is paused or refused
         self._retry_at: float | None = None  # a pause: samples before it are dropped
@@ -171,6 +177,7 @@ class FlightRecorder:
         if self._closed or not (isinstance(t, (int, float)) and math.isfinite(t)) or t < 0:
             return
         sec = int(t)
+        mono = self._monotonic()
         with self._lock:
             last = self._last_s
             if last is not None and sec <= last:
@@ -178,7 +185,12 @@ class FlightRecorder:
                     return  # the same second, or a small step back: wait for the clock
                 self._hand_off()  # a clock set back: what waits is written, time restarts
                 self._put(("clock", sec // 60), HANDOFF_WAIT_S)
-            self._last_s = sec
+                self._leap = None
+            elif last is not None and self._mono_last is not None:
+                ahead = (sec - last) - max(0.0, mono - self._mono_last)
+                if ahead > LEAP_S:  # a clock stepped forward: the raw window waits
+                    self._leap = (sec, int(ahead))
+            self._last_s, self._mono_last = sec, mono
             retry = self._retry_at
             if retry is not None and sec < retry:
                 self._dropped_tick += 1  # paused: tried again at `retry`
@@ -204,7 +216,7 @@ class FlightRecorder:
     def _hand_off(self, final: bool = False, wait: float = HANDOFF_WAIT_S) -> None:
         batch, self._buffer = self._buffer, []
         if batch or final:
-            if not self._put(("batch", _Batch(batch, final, self._last_s)), wait):
+            if not self._put(("batch", _Batch(batch, final, self._last_s, self._leap)), wait):
                 self._dropped_tick += len(batch)
 
     def _put(self, item: tuple[str, Any], wait: float) -> bool:
@@ -255,6 +267,8 @@ class FlightRecorder:
             # only to meet the full disk again with the next).
             self._dropped_writer += len(samples)
             return
+        if self._db is not None and not self._still_ours():
+            retry = None  # deleted: a new one at once; replaced by a link: refused, said
         if self._db is None:
             if retry is None or newest >= retry:
                 self._try_open(newest)
@@ -262,7 +276,7 @@ class FlightRecorder:
                 self._dropped_writer += len(samples)
                 return
         try:
-            self._write(self._db, samples, newest, batch.final)
+            self._write(self._db, samples, newest, batch.final, batch.leap)
         except (sqlite3.Error, OSError) as exc:
             self._failed(exc, samples, newest)
             return
@@ -273,7 +287,7 @@ class FlightRecorder:
         self._retry_at = None
 
     def _write(self, db: sqlite3.Connection, batch: list[_Sample], newest: int,
-               final: bool) -> None:
+               final: bool, leap: tuple[int, int] | None = None) -> None:
         """One transaction: the batch's raw rows; the minutes that closed aggregated;
         old raw rows deleted. Nothing of ``self`` changes unless it commits."""
         ids = dict(self._ids)
@@ -294,7 +308,8 @@ class FlightRecorder:
                 agg_next = minute
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('aggregated_to', ?)",
                            (str(agg_next),))
-                _prune(db, min((newest - self.raw_keep_s) // 60 * 60, agg_next * 60))
+                _prune(db, min((newest - self._raw_window(newest, leap)) // 60 * 60,
+                               agg_next * 60))
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -305,6 +320,14 @@ class FlightRecorder:
             raise
         self._ids = ids
         self._agg_next = agg_next
+
+    def _raw_window(self, newest: int, leap: tuple[int, int] | None) -> int:
+        """How far back from ``newest`` raw rows are kept: the window, and for a
+        window's time after a clock stepped forward, the step too (the rows from before
+        it are as old as the time that passed, not as the clock says)."""
+        if leap is not None and 0 <= newest - leap[0] < self.raw_keep_s:
+            return self.raw_keep_s + leap[1]
+        return self.raw_keep_s
 
     def _failed(self, exc: BaseException, samples: list[_Sample], sec: int) -> None:
         """A batch that did not commit: a corrupt store is moved aside and a new one
@@ -387,7 +410,12 @@ class FlightRecorder:
         for source, target in zip(_siblings(self.path), _siblings(aside), strict=True):
             if os.path.lexists(source):
                 os.rename(source, target)  # a rename moves the entry, never what it names
-        asides = sorted(p for p in self.path.parent.glob(f"{self.path.name}.unreadable-*")
+        self._keep_newest("unreadable")
+        return aside
+
+    def _keep_newest(self, why: str) -> None:
+        """Only the newest :data:`KEEP_ASIDE` stores set aside for ``why``."""
+        asides = sorted(p for p in self.path.parent.glob(f"{self.path.name}.{why}-*")
                         if not p.name.endswith(("-wal", "-shm")))
         for old in asides[:-KEEP_ASIDE]:
             for file in _siblings(old):
@@ -395,7 +423,76 @@ class FlightRecorder:
                     os.unlink(file)
                 except OSError:
                     pass
-        return aside
+
+    def _still_ours(self) -> bool:
+        """Whether the store's name still names the file open. A store deleted under
+        the writer (its history would go nowhere) is left, the loss said, and a new one
+        started; one replaced (by a link, another file) is left too, its history copied
+        aside first: never written through the link."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            info = None
+        except OSError:
+            return True  # cannot tell: the write says what is wrong
+        if info is not None and (info.st_dev, info.st_ino) == self._ident:
+            return True
+        orphan, self._db = self._db, None
+        since = "" if self.committed_s is None else (
+            " up to " + datetime.fromtimestamp(self.committed_s, timezone.utc)
+            .strftime("%Y-%m-%d %H:%M:%SZ"))
+        if info is None:
+            note = (f"flight recorder: {self.path.name} was deleted while recording: the "
+                    f"telemetry history it held{since} is lost; a new recording started")
+        else:
+            kept = self._keep_orphan(orphan)
+            note = (f"flight recorder: {self.path.name} was replaced while recording; "
+                    + (f"the history it held{since} was kept in {kept.name}" if kept else
+                       f"the history it held{since} could not be kept"))
+        if orphan is not None:
+            try:
+                orphan.close()
+            except sqlite3.Error:
+                pass
+        if info is None:  # its WAL files, left by whoever deleted it, would replay into
+            for file in _siblings(self.path)[1:]:  # the new store: they go with it
+                if os.path.lexists(file) and not os.path.lexists(self.path):
+                    try:
+                        os.unlink(file)  # an unlink removes a link, never what it names
+                    except OSError:
+                        pass
+        self._notes = [*self._notes, (note, self._clock() + NOTE_S)]
+        self._ids = {}
+        self._agg_next = None
+        return False
+
+    def _keep_orphan(self, orphan: sqlite3.Connection | None) -> Path | None:
+        """The history of a store whose name was taken from it, copied (SQLite's
+        backup) into a new file of its own beside it; None when it could not be."""
+        if orphan is None:
+            return None
+        stamp = datetime.fromtimestamp(self._clock(), timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        kept = self.path.with_name(f"{self.path.name}.replaced-{stamp}")
+        n = 1
+        while os.path.lexists(kept):
+            kept = self.path.with_name(f"{self.path.name}.replaced-{stamp}-{n}")
+            n += 1
+        try:
+            os.close(open_no_follow(kept, os.O_RDWR | os.O_CREAT | os.O_EXCL))
+            target = sqlite3.connect(kept)
+            try:
+                orphan.backup(target)
+            finally:
+                target.close()
+        except (sqlite3.Error, OSError):
+            for file in _siblings(kept):
+                try:
+                    os.unlink(file)
+                except OSError:
+                    pass
+            return None
+        self._keep_newest("replaced")
+        return kept
 
     def _disconnect(self) -> None:
         if self._db is not None:
@@ -415,6 +512,7 @@ class FlightRecorder:
         fd = open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK)
         try:
             held = os.fstat(fd)
+            self._ident = (held.st_dev, held.st_ino)
             if not stat.S_ISREG(held.st_mode) or held.st_nlink != 1:
                 raise _Refused(errno.EPERM, "it is not a regular file of its own (a hard "
                                "link or a device), and the cockpit writes only into its "
