@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import logging
 import re
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from cockpit.alerts.targets import Target
 
 SEND_TIMEOUT_S = 10.0
+ID_HEADER = "X-Cockpit-Alert-Id"
+HEADER_SCHEMES = frozenset({"json", "jsons", "xml", "xmls", "form", "forms"})
 _NTFY_PRIORITY = {"info": "default", "warn": "high", "critical": "max"}
 
 
-def send(target: Target, title: str, body: str, level: str,
+def send(target: Target, title: str, body: str, level: str, alert_id: str = "",
          timeout: float = SEND_TIMEOUT_S) -> str | None:
-    """Send; None when the target took it, else why not (in words, without the URL)."""
+    """Send; None when the target took it, else why not (in words, without the URL).
+    ``alert_id`` (the delivery's stable id, also in the body) goes in an
+    ``X-Cockpit-Alert-Id`` header where the service's URL takes one."""
     import apprise  # noqa: PLC0415 - deferred: see the module text
 
     kind = {"info": apprise.NotifyType.INFO, "warn": apprise.NotifyType.WARNING,
             "critical": apprise.NotifyType.FAILURE}.get(level, apprise.NotifyType.INFO)
     box = apprise.Apprise()
-    if not box.add(_with_priority(target.url, level)):
+    if not box.add(_with_id(_with_priority(target.url, level), alert_id)):
         return "apprise does not understand this URL"
     errors = _Errors()
     logger = logging.getLogger("apprise")
@@ -51,6 +55,17 @@ def _with_priority(url: str, level: str) -> str:
         return url
     joiner = "&" if parts.query else "?"
     return f"{url}{joiner}priority={_NTFY_PRIORITY.get(level, 'default')}"
+
+
+def _with_id(url: str, alert_id: str) -> str:
+    """apprise's generic webhooks (json://, xml://, form:// and their secure forms) take
+    a header from a ``+Name=value`` URL parameter: the id goes there (ntfy, Slack, mail…
+    take none: their body carries it)."""
+    parts = urlsplit(url)
+    if not alert_id or parts.scheme.lower() not in HEADER_SCHEMES or "#" in url:
+        return url
+    joiner = "&" if parts.query else "?"
+    return f"{url}{joiner}+{ID_HEADER}={quote(alert_id, safe='')}"
 
 
 class _Errors(logging.Handler):

@@ -1,24 +1,32 @@
-"""Alerts during a campaign (issue 26): what the tick's new events say to a person away
-from the screen, sent by a background thread so a dead target never slows the tick.
+"""Alerts during a campaign (issue 26): what the journal owes a person away from the
+screen, sent by a background thread so a dead target never slows the tick.
 
-Delivery is journaled: each (event, target) pair has a key (``alert:NAME:SEQ:LABEL``),
-and an ``alert_sent`` or a final ``alert_failed`` with that key means it is settled
-(a restarted cockpit does not send it again). A failed send is retried with backoff
-(:data:`RETRY_S`) and journaled each time, with its words: a restarted cockpit tries
-an unsettled one again. After the last try it is given up (``final``). The send itself
-can repeat only when the cockpit dies in the seconds between a target taking the
-message and the journal line that says so. A target gets at most :data:`RATE_LIMIT`
-warnings an hour one by one (:class:`RateLimit`); the rest go out as one digest.
+What is owed is the outbox's (:mod:`cockpit.engine.outbox`, issue 43): every event worth
+an alert with no settled delivery to a target in force, whoever conducts and whenever it
+starts. Each (event, target) pair has a key (``alert:NAME:SEQ:LABEL``), its stable id:
+it is in every message's body (``alert id …``) and, for a generic webhook, in an
+``X-Cockpit-Alert-Id`` header. The delivery is claimed in the journal (``alert_claimed``)
+before its send; an ``alert_sent`` or a final ``alert_failed`` settles it. A failed send
+is retried with backoff (:data:`RETRY_S`) and journaled each time, with its words; after
+the last try it is given up (``final``). A crash before the claim or after the settling
+line loses and repeats nothing; a crash during the send (between the target taking it and
+the journal line) repeats it once, with the same id, never loses it. An alert that goes
+out late says how late. A target gets at most :data:`RATE_LIMIT` warnings an hour one by
+one (:class:`RateLimit`); the rest go out as one digest, whose lines name the alerts it
+covers (settled with it). A backlog (late warnings and infos, more than
+:data:`BACKLOG_ONE_BY_ONE` for a target) goes as one digest at once; criticals always go
+one by one.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +40,7 @@ from cockpit.common.event_kinds import (
     ALERT_CLAIMED,
     ALERT_FAILED,
     ALERT_SENT,
+    ALERT_TARGETS,
     EXPORT_DONE,
     RESULT_ACCEPTED,
     RESULT_REJECTED,
@@ -42,16 +51,15 @@ from cockpit.common.event_kinds import (
     STOP_DONE,
 )
 from cockpit.engine.alert_kinds import (
-    alert_of,
     closed_alert,
     peer_alert,
     stale_alert,
     wait_alerts,
 )
 from cockpit.engine.history import History
-from cockpit.engine.hooks import HOOK_MAX_AGE_S
+from cockpit.engine.outbox import Begun, Owed, delivery_key, split_key
 from cockpit.engine.snapshot import EventLine
-from cockpit.engine.timebase import parse_t
+from cockpit.journal.format import JournalError
 from cockpit.journal.state import CampaignState
 
 RETRY_S = (30.0, 120.0, 600.0, 1800.0)  # waits between tries: five tries in ~42 min
@@ -59,6 +67,8 @@ CLAIM = "claim:"  # the once-only key of a delivery's claim: CLAIM + its key
 RATE_LIMIT = 10  # warnings and infos a target gets one by one per RATE_WINDOW_S
 RATE_WINDOW_S = 3600.0
 PEER_ALERT_S = 300.0  # a peer unreachable this long is worth a phone (not one failed pull)
+LATE_S = 60.0  # an alert that goes out this long after its event says how late
+BACKLOG_ONE_BY_ONE = 3  # late warnings a target gets one by one; more: one digest
 PEER_CHECK_S = 15.0  # how often the peers' views are read for it (each reads files)
 # Events that may close the campaign: the "closed" alert is looked for after one of them.
 # (An export made again after one went stale closes it: EXPORT_DONE.)
@@ -73,6 +83,7 @@ class _Job:
     attempt: int = 1
     due: float = 0.0  # monotonic time of the next try
     claimed: bool = False  # its delivery is claimed in the journal (issue 39)
+    covers: tuple[str, ...] = ()  # a digest: the delivery keys of the alerts it holds
 
 
 class AlertSender:
@@ -131,7 +142,9 @@ class AlertSender:
                 return
             job.claimed = True
         title_text, body_text = self.texts[job.key]
-        why = self._send(job.target, title_text, body_text, job.alert.level)
+        # The real delivery also puts the id in a header (a test's inbox takes 4 words).
+        ids = {"alert_id": job.key} if self._send is send else {}
+        why = self._send(job.target, title_text, body_text, job.alert.level, **ids)
         final = why is None or job.attempt > len(RETRY_S)
         try:
             self._record(job, why, final)
@@ -157,17 +170,18 @@ class RateLimit:
         self.limit = limit
         self.window_s = window_s
         self._sent: dict[str, deque[float]] = {}
-        self.held: dict[str, list[str]] = {}  # label -> what each held alert said
+        # label -> (delivery key, what it said) of each held alert
+        self.held: dict[str, list[tuple[str, str]]] = {}
 
-    def admit(self, label: str, alert: Alert, at: float) -> bool:
+    def admit(self, label: str, alert: Alert, at: float, key: str = "") -> bool:
         sent = self._recent(label, at)
         if alert.level != "critical" and (len(sent) >= self.limit or self.held.get(label)):
-            self.held.setdefault(label, []).append(alert.what)
+            self.held.setdefault(label, []).append((key, alert.what))
             return False
         sent.append(at)
         return True
 
-    def digests(self, at: float) -> list[tuple[str, list[str]]]:
+    def digests(self, at: float) -> list[tuple[str, list[tuple[str, str]]]]:
         """The held alerts of each target whose window has room again (taken)."""
         out = []
         for label in [lb for lb, held in self.held.items() if held]:
@@ -185,8 +199,9 @@ class RateLimit:
 
 
 class AlertDispatcher:
-    """Turns a tick's new own events into alerts for each target that takes their level;
-    each (event, target) once, whoever restarts (the journal's keys)."""
+    """Sends what the outbox owes each target (the events worth an alert) and the alerts
+    no event carries (the waits, a peer, the export stale, the campaign closed); each
+    (event, target) once, whoever restarts (the journal's keys)."""
 
     def __init__(self, campaign: Campaign, history: History, targets: Sequence[Target],
                  machine: int | None = None,
@@ -198,7 +213,6 @@ class AlertDispatcher:
         self.export_state = export_state
         self.targets = tuple(targets)
         self.machine = machine
-        self._deciders = {s.id for s in campaign.stages if s.decision_point}
         self._queued: set[str] = set()
         self._resumed = False
         self.limit = RateLimit()
@@ -215,77 +229,109 @@ class AlertDispatcher:
         settled or claimed already, nothing to send."""
         assert self.sender is not None
         head, text = self.sender.texts.get(job.key, ("", ""))
+        covers: dict[str, Any] = {"covers": list(job.covers)} if job.covers else {}
         with self.history.journal.transaction() as txn:
             if txn.has_key(job.key) or txn.has_key(CLAIM + job.key):
                 return False
             txn.append(ALERT_CLAIMED, key=CLAIM + job.key, alert=job.key,
                        target=job.target.shown, level=job.alert.level,
-                       what=job.alert.what[:200], title=head, body=text, for_seq=job.seq)
+                       what=job.alert.what[:200], title=head, body=text, for_seq=job.seq,
+                       **covers)
         return True
 
-    def _resume_unsettled(self, now: datetime) -> None:
-        """What an earlier conductor left owed (its newest journal lines): a send it
-        failed and had not given up on, tried again from the attempt after its last; a
-        send it claimed and never settled (it died mid-send), sent once more, said as
-        such (it may have arrived: at most one repeat, never a loss); an alert of a
-        recent event that nobody claimed (it died before, or this face watched as a
-        viewer then), sent now."""
-        assert self.sender is not None
-        by_label = {t.label: t for t in self.targets}
-        last: dict[str, Mapping[str, Any]] = {}
-        recent = self.history.journal.recent()
-        for event in recent:
-            ev: Mapping[str, Any] = event  # as read: any field may hold anything
-            if ev.get("kind") in (ALERT_FAILED, ALERT_CLAIMED) \
-                    and isinstance(ev.get("alert"), str):
-                last[ev["alert"]] = ev
-        for key, ev in last.items():  # the newest line of each key
-            label = key.rsplit(":", 1)[-1]
-            target = by_label.get(label)
-            if target is None or key in self.history.keys or key in self._queued:
-                continue  # settled, or a target no longer configured
-            name = key[len("alert:"):].rsplit(":", 1)[0]
-            alert = Alert(name, str(ev.get("level")), str(ev.get("what")), "", "",
-                          kind=name.split(":", 1)[0])
-            attempt = ev.get("attempt")
-            body_text = str(ev.get("body", ""))
-            if ev.get("kind") == ALERT_CLAIMED:
-                body_text += (f"\n(sent again: the cockpit that sent it stopped mid-send; "
-                              f"it may have arrived already. Alert id {key})")
-            self._queued.add(key)
-            self.sender.put(_Job(alert, target, key, ev.get("for_seq"),
-                                 attempt=(attempt if isinstance(attempt, int) else 0) + 1,
-                                 claimed=True),
-                            str(ev.get("title", "")), body_text)
-        for event in recent:  # recent events whose alert nobody claimed
-            if "machine" in event:
-                continue
-            owed = alert_of(event, self.campaign, self._deciders)
-            if owed is not None and self.history.time.age_s(
-                    event.get("seq"), parse_t(event), now) <= HOOK_MAX_AGE_S:
-                self.notify(owed, now, event.get("seq"))
+    def _write_targets(self, phase: str, now: datetime | None = None) -> None:
+        """The targets this conductor sends to, journaled (by label and scheme, never a
+        URL): at its open the outbox's horizon, at its clean close ``closed``."""
+        self.history.journal.append(
+            ALERT_TARGETS, now=now, phase=phase, pid=os.getpid(),
+            targets=[{"label": t.label, "target": t.shown, "levels": sorted(t.levels)}
+                     for t in self.targets])
 
     def run(self, fresh: tuple[EventLine, ...], now: datetime) -> None:
         if self.sender is None:
             return
-        if not self._resumed:
+        if not self._resumed:  # the first tick this cockpit conducts
             self._resumed = True
-            self._resume_unsettled(now)
+            self._write_targets("open", now)
+            self.history.state(now)  # read back: the outbox holds them in force
         closing = False
         for line in fresh:
-            event = dict(line.fields)
             closing = closing or (not line.earlier and line.kind in CLOSING_KINDS)
-            if "machine" in event:
-                continue  # another machine's event: its own cockpit alerts
-            self._note_end(line, event)
-            alert = alert_of(event, self.campaign, self._deciders)
-            if alert is None:
-                continue
-            if self.history.time.age_s(event.get("seq"), parse_t(event), now) > HOOK_MAX_AGE_S:
-                continue  # history from before this cockpit watched: no burst of old news
-            self.notify(alert, now, event.get("seq"))
+            if "machine" not in line.fields:  # another machine's: its own cockpit's
+                self._note_end(line, line.fields)
+        self._send_owed(now)
+        self._resume_begun()
         self._without_events(closing, now)
         self._send_digests(now)
+
+    def _send_owed(self, now: datetime) -> None:
+        """What the outbox owes each target and nobody here has queued: a delivery begun
+        by an earlier conductor and never settled, sent once more with its words; the
+        rest sent now, late ones saying how late (a backlog of late warnings: one
+        digest)."""
+        by_label = {t.label: t for t in self.targets}
+        begun = self.history.outbox.begun_now()
+        keys = self.history.keys
+        backlog: dict[str, list[tuple[str, Alert]]] = {}
+        for owed, force in self.history.outbox.owed(keys.__contains__):
+            key = delivery_key(owed.alert.key, force.label)
+            target = by_label.get(force.label)
+            if target is None or key in self._queued:
+                continue
+            if key in begun:
+                self._resume(key, target, begun[key])
+                continue
+            alert = self._late(owed, now)
+            if alert.late and alert.level != "critical":
+                backlog.setdefault(force.label, []).append((key, alert))
+                continue
+            self._put(alert, target, key, owed.seq, now, again=CLAIM + key in keys)
+        for label, items in backlog.items():
+            if len(items) > BACKLOG_ONE_BY_ONE:
+                self._backlog_digest(by_label[label], items, now)
+                continue
+            for key, alert in items:
+                self._put(alert, by_label[label], key, None, now)
+
+    def _resume_begun(self) -> None:
+        """Deliveries of alerts no event carries (a wait, a digest, the campaign closed)
+        that an earlier conductor began and never settled: sent once more."""
+        by_label = {t.label: t for t in self.targets}
+        pending = self.history.outbox.pending
+        for key, begun in self.history.outbox.begun_now().items():
+            name, label = split_key(key)
+            target = by_label.get(label)
+            if target is None or key in self._queued or name in pending \
+                    or key in self.history.keys:
+                continue  # not ours, queued, owed through its event, or settled
+            self._resume(key, target, begun)
+
+    def _resume(self, key: str, target: Target, begun: Begun) -> None:
+        """A delivery begun and not settled: a failed one tried again from the attempt
+        after its last; a claimed one (its cockpit died mid-send) sent once more, said as
+        such (it may have arrived: at most one repeat, never a loss), with its id."""
+        assert self.sender is not None
+        name = split_key(key)[0]
+        alert = Alert(name, begun.level, begun.what, "", "", kind=name.split(":", 1)[0])
+        text = begun.body
+        if begun.kind == ALERT_CLAIMED:
+            text += AGAIN
+        if f"alert id {key}" not in text:
+            text += f"\nalert id {key}"
+        self._queued.add(key)
+        self.sender.put(_Job(alert, target, key, begun.for_seq, attempt=begun.attempt + 1,
+                             claimed=True, covers=begun.covers), begun.title, text)
+
+    def _late(self, owed: Owed, now: datetime) -> Alert:
+        """The alert, saying how late it goes out when it is (the journal's timebase:
+        monotonic for what this cockpit saw appear, its wall age otherwise)."""
+        age = self.history.time.age_s(owed.seq, owed.at, now)
+        if age < LATE_S:
+            return owed.alert
+        why = "" if owed.watched is None else \
+            ": the cockpit that saw it stopped before sending" if owed.watched else \
+            ", while no cockpit ran"
+        return replace(owed.alert, late=f"from {format_duration(age)} ago{why}")
 
     def _note_end(self, line: EventLine, event: Mapping[str, Any]) -> None:
         if line.earlier:
@@ -337,22 +383,39 @@ class AlertDispatcher:
                 self.notify(peer_alert(view, last_ok, self.campaign.path.name), now)
 
     def _send_digests(self, now: datetime) -> None:
-        assert self.sender is not None
         by_label = {t.label: t for t in self.targets}
         for label, held in self.limit.digests(time.monotonic()):
             if not self.routed("digest", label):
                 continue  # the campaign sends digests elsewhere: held alerts dropped here
-            shown = "; ".join(held[:3]) + (f"; and {len(held) - 3} more" if len(held) > 3 else "")
             alert = Alert(f"digest:{now.timestamp():.0f}:{len(held)}", "warn",
                           f"{len(held)} more alert{'s' if len(held) > 1 else ''} in the last "
-                          f"{format_duration(self.limit.window_s)}, held back: {shown}",
+                          f"{format_duration(self.limit.window_s)}, held back: "
+                          f"{_listed(held)}",
                           f"held them back (at most {self.limit.limit} one by one)",
                           f"cockpit status {self.campaign.path.name}", kind="digest")
-            key = f"alert:{alert.key}:{label}"
-            self._queued.add(key)
-            self.sender.put(_Job(alert, by_label[label], key, None),
-                            title(alert, self.campaign.id, self.machine),
-                            body(alert, self.campaign.package.end, now))
+            self._queue_digest(alert, by_label[label], held, now)
+
+    def _backlog_digest(self, target: Target, items: list[tuple[str, Alert]],
+                        now: datetime) -> None:
+        """Late warnings and infos owed to a target, more than it gets one by one: one
+        digest, as late as the oldest (each critical goes alone)."""
+        alert = Alert(f"backlog:{items[0][0].removeprefix('alert:')}:{len(items)}", "warn",
+                      f"{len(items)} alerts owed, sent as one: "
+                      f"{_listed([(k, a.what) for k, a in items])}",
+                      "kept them owed in the journal until a cockpit could send them",
+                      f"cockpit status {self.campaign.path.name}", kind="digest",
+                      late=items[0][1].late)
+        self._queue_digest(alert, target, [(k, a.what) for k, a in items], now)
+
+    def _queue_digest(self, alert: Alert, target: Target, held: list[tuple[str, str]],
+                      now: datetime) -> None:
+        assert self.sender is not None
+        key = delivery_key(alert.key, target.label)
+        self._queued.add(key)
+        self.sender.put(_Job(alert, target, key, None,
+                             covers=tuple(k for k, _ in held if k)),
+                        title(alert, self.campaign.id, self.machine),
+                        body(alert, self.campaign.package.end, now, key))
 
     def routed(self, kind: str, label: str) -> bool:
         """Whether the campaign's ``alerts.send`` lets a kind go to a label (a kind it
@@ -364,25 +427,34 @@ class AlertDispatcher:
         """Queue ``alert`` for every target that takes its level, that the campaign
         routes its kind to, and that has not had it."""
         assert self.sender is not None
-        head = title(alert, self.campaign.id, self.machine)
-        text = body(alert, self.campaign.package.end, now)
         for target in self.targets:
-            key = f"alert:{alert.key}:{target.label}"
+            key = delivery_key(alert.key, target.label)
             if not target.takes(alert.level) or not self.routed(alert.kind, target.label) \
                     or key in self._queued or key in self.history.keys \
                     or CLAIM + key in self.history.keys:
                 continue
-            self._queued.add(key)
-            if not self.limit.admit(target.label, alert, time.monotonic()):
-                continue  # counted: it goes out in the target's next digest
-            self.sender.put(_Job(alert, target, key, seq), head, text)
+            self._put(alert, target, key, seq, now)
+
+    def _put(self, alert: Alert, target: Target, key: str, seq: Any, now: datetime,
+             again: bool = False) -> None:
+        """Queue one delivery (``again``: claimed by a cockpit that died mid-send and
+        whose words are gone: sent once more, said as such)."""
+        assert self.sender is not None
+        self._queued.add(key)
+        if not again and not self.limit.admit(target.label, alert, time.monotonic(), key):
+            return  # counted: it goes out in the target's next digest
+        text = body(alert, self.campaign.package.end, now, key)
+        self.sender.put(_Job(alert, target, key, seq, claimed=again),
+                        title(alert, self.campaign.id, self.machine),
+                        text + AGAIN if again else text)
 
     def _journal(self, job: _Job, why: str | None, final: bool) -> None:
         common = {"alert": job.key, "target": job.target.shown, "level": job.alert.level,
                   "attempt": job.attempt, "what": job.alert.what[:200], "for_seq": job.seq}
         journal = self.history.journal
         if why is None:
-            journal.append(ALERT_SENT, key=job.key, **common)
+            covers: dict[str, Any] = {"covers": list(job.covers)} if job.covers else {}
+            journal.append(ALERT_SENT, key=job.key, **common, **covers)
         elif final:  # given up: the key settles it
             journal.append(ALERT_FAILED, key=job.key, error=why, final=True, **common)
         else:  # the words kept, so a restarted cockpit can try again (no URL in them)
@@ -394,3 +466,17 @@ class AlertDispatcher:
     def close(self) -> None:
         if self.sender is not None:
             self.sender.close()
+            if self._resumed:  # it conducted: the journal says when it stopped
+                try:
+                    self._write_targets("closed")
+                except (OSError, JournalError):
+                    pass  # a journal that cannot be written: the next open says it
+
+
+AGAIN = ("\n(sent again: the cockpit that sent it stopped mid-send; it may have arrived "
+         "already, with the same alert id)")
+
+
+def _listed(held: Sequence[tuple[str, str]]) -> str:
+    whats = [what for _, what in held]
+    return "; ".join(whats[:3]) + (f"; and {len(whats) - 3} more" if len(whats) > 3 else "")

@@ -30,6 +30,7 @@ from cockpit.engine.affordances import (
 from cockpit.engine.alert_health import failing_targets
 from cockpit.engine.build_runs import NO_INTERVAL, rule_views, run_views, shown
 from cockpit.engine.landing import landing_now
+from cockpit.engine.outbox import owed_words
 from cockpit.engine.readiness import stage_status
 from cockpit.engine.snapshot import (
     ConductorView,
@@ -89,6 +90,8 @@ class Observations:
     # run -> seconds its running attempt has run (monotonic where this engine watched it)
     run_ages: Mapping[str, float] = field(default_factory=dict)
     export: ExportState | None = None  # the export against the facts now (issue 41)
+    # (target "label (scheme)", alerts the journal owes it) (issue 43: engine.outbox)
+    alerts_owed: tuple[tuple[str, int], ...] = ()
 
 
 SNAPSHOT_NOTES = 10  # a stage's newest notes in the Snapshot (the journal holds all)
@@ -142,7 +145,7 @@ def build_snapshot(campaign: Campaign, state: CampaignState, obs: Observations,
         exported_at=parse_t(export) if export and export.get("verified") else None,
         export=export_shown(obs.export),
         landing=tuple(printable(line) for line in obs.landing), hours=obs.hours,
-        conductor=obs.conductor,
+        conductor=obs.conductor, alerts_owed=obs.alerts_owed,
         plan_refused=None if obs.plan_refused is None else printable(obs.plan_refused))
 
 
@@ -251,6 +254,8 @@ def _warnings(campaign: Campaign, state: CampaignState, obs: Observations,
         yield f"journal line {problem.line}: {problem.message}"
     yield from state.journal_warnings
     yield from failing_targets(obs.events)  # alert targets failing (issue 26)
+    if (owed := owed_words(obs.alerts_owed)) is not None:
+        yield owed  # alerts the journal owes a target (issue 43)
     for m in obs.machines:
         if m.reachable is False or (m.reachable is None and m.error):
             yield m.label

@@ -53,6 +53,7 @@ from cockpit.alerts.targets import Target
 from cockpit.campaign.model import Campaign
 from cockpit.common.errors import ActionRefused, InputError
 from cockpit.common.lease import AutoRequest, ConductorLease, auto_requested
+from cockpit.engine.alert_kinds import alert_of
 from cockpit.engine.alerting import AlertDispatcher
 from cockpit.engine.build import Observations, build_snapshot
 from cockpit.engine.clockwatch import ClockJump
@@ -67,6 +68,7 @@ from cockpit.engine.journal_actions import Recorder
 from cockpit.engine.landing import Landing, landing_now
 from cockpit.engine.launcher import Launcher
 from cockpit.engine.observer import Observer
+from cockpit.engine.outbox import Outbox, owed_counts
 from cockpit.engine.ports import (
     Clock,
     EventJournal,
@@ -173,7 +175,7 @@ class Engine:
         self.time = Timebase(self.clock)
         scope = self.scope = Scope(campaign, machine)
         past = self.past = History(campaign, self.journal, self.time, machine=machine,
-                                   peers=peers)
+                                   peers=peers, outbox=Outbox(campaign, alert_of))
         self.observer = Observer(scope, self.time, self.supervisor, gpu=gpu_sampler,
                                  host=host_sampler)
         self.exits = ExitRecorder(scope, past, self.supervisor)
@@ -443,6 +445,7 @@ class Engine:
             hours=self.hours.get(state, now), underfed=obs.underfed.looks(),
             conductor=self.conductor(), plan_refused=self.plan_watch.refused,
             export=self.evidence.export_state(state),
+            alerts_owed=owed_counts(self.past.outbox, self.past.keys.__contains__),
             run_ages={run.id: self.time.age_s(run.attempt, run.started_at, now)
                       for run in state.runs.values() if run.state == RUNNING}), now)
 

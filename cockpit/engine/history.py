@@ -31,9 +31,11 @@ from typing import Any
 
 from cockpit.campaign.model import Campaign
 from cockpit.common.printable import printable
+from cockpit.engine.outbox import Outbox
 from cockpit.engine.ports import EventJournal, PeerSource
 from cockpit.engine.snapshot import EventLine, MachineView
 from cockpit.engine.timebase import Timebase, parse_t
+from cockpit.journal.cache import CacheMismatch
 from cockpit.journal.events import describe_event
 from cockpit.journal.fields import Event
 from cockpit.journal.fold import CampaignState
@@ -61,17 +63,21 @@ class History:
 
     def __init__(self, campaign: Campaign, journal: EventJournal, timebase: Timebase, *,
                  machine: int | None, peers: PeerSource | None = None,
-                 cache: bool = True) -> None:
+                 cache: bool = True, outbox: Outbox | None = None) -> None:
         self.campaign = campaign
         self.journal = journal
         self.time = timebase
         self.machine = machine
         self.peers = peers
         self.keys = OnceKeys(journal)  # "key" fields of journaled once-only events
+        # What the journal says is owed to each alert target (issue 43), fed as the own
+        # events are read and kept in the state cache with the fold.
+        self.outbox = outbox if outbox is not None else Outbox(campaign)
         self.folded = FoldedHistory(
             campaign, journal, machine, on_own=self._index,
             peer_source=self.peer_events if peers is not None else None,
-            cache_path=CampaignFiles.of(campaign).state_cache if cache else None)
+            cache_path=CampaignFiles.of(campaign).state_cache if cache else None,
+            on_restore=self._restore_outbox)
         self._opening = True  # the first read: every event is history
         self._saved_at: float | None = None  # monotonic time of the last cache save
         # Announced to the faces: own events read and not announced yet, and each peer's
@@ -109,8 +115,18 @@ class History:
 
     _now: datetime | None = None  # the time of the read that indexes new events
 
+    def _restore_outbox(self, extra: Mapping[str, Any]) -> None:
+        """The cache's outbox (a cache without one is not used: its events are not
+        read again)."""
+        try:
+            self.outbox.restore(extra["outbox"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CacheMismatch(f"no outbox of its alerts ({exc.__class__.__name__})") \
+                from exc
+
     def _index(self, events: list[Event]) -> None:
         """What later steps need of own events, when first read."""
+        self.outbox.feed(events)  # history too: what it owes is owed whoever reads it
         if self._opening:
             return  # history: open() announces the newest few, from the journal's window
         mono, now = self.time.mono(), self._now or self.time.steady_now()
@@ -153,7 +169,8 @@ class History:
             self._saved_at = mono - CACHE_EVERY_S
         elif force or mono - (self._saved_at or 0.0) >= CACHE_EVERY_S:
             self._saved_at = mono
-            self.folded.save(self.peer_events())
+            self.folded.save(self.peer_events(),
+                             extra=lambda: {"outbox": self.outbox.encode()})
 
     # ------------------------------------------------------------------ announcing
     def announce(self, now: datetime | None = None) -> None:

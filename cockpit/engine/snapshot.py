@@ -313,6 +313,8 @@ class Snapshot:
     conductor: ConductorView = ConductorView()
     # An edit of the campaign file that does not load, located (the plan stays).
     plan_refused: str | None = None
+    # (target "label (scheme)", alerts the journal owes it), issue 43: every face says it.
+    alerts_owed: tuple[tuple[str, int], ...] = ()
 
     def stage(self, stage_id: str) -> StageView | None:
         return next((s for s in self.stages if s.id == stage_id), None)
@@ -424,6 +426,7 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         "gpus": [gpu_json(g) for g in snap.gpus.gpus],
         "host": None if snap.host is None else host_json(snap.host),
         "warnings": list(snap.warnings),
+        "alerts_owed": dict(snap.alerts_owed),
         "events": [{"seq": e.seq, "t": json_time(e.at), "kind": e.kind, "text": e.text}
                    for e in snap.events],
     }

@@ -62,6 +62,7 @@ def compact_json(snap: Snapshot) -> dict[str, Any]:
         "ckpt_age_s": round(min(ckpt_ages)) if ckpt_ages else None,
         "gpus": gpus,
         "warnings": list(snap.warnings),
+        "alerts_owed": dict(snap.alerts_owed),
         "conductor": snap.conductor.json(),
         # Closed: the question answered and its verified export current (issue 41); what
         # is left is to fetch it in time.

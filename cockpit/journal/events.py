@@ -48,6 +48,7 @@ from cockpit.common.event_kinds import (
     ALERT_CLAIMED,
     ALERT_FAILED,
     ALERT_SENT,
+    ALERT_TARGETS,
     CHECKPOINT_VERIFIED,
     CLAIM_EXPIRED,
     CLOCK_JUMP,
@@ -116,6 +117,13 @@ def _signed(seconds: Any) -> str:
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
         return "by an unknown amount"
     return ("forward " if seconds >= 0 else "back ") + format_duration(abs(float(seconds)))
+
+
+def _target_names(targets: Any) -> str:
+    """The targets of an ``alert_targets`` line, as journaled (label and scheme)."""
+    names = [str(t.get("target") or t.get("label")) for t in targets
+             if isinstance(t, dict)] if isinstance(targets, list) else []
+    return ", ".join(names) or "no target"
 
 
 def _stage_started(ev: Event) -> str:
@@ -255,20 +263,26 @@ _KINDS = (
               f"(pid {ev.get('pid')})"),
     # The target is named by label and scheme, never its URL (it holds a token).
     _kind(ALERT_SENT, LOCAL_SCOPE, "engine.alerting",
-              ("key", "alert", "target", "level", "attempt", "what", "for_seq"),
+              ("key", "alert", "target", "level", "attempt", "what", "for_seq", "covers"),
               lambda ev: f"alert sent to {ev.get('target')} ({ev.get('level')}): "
                          f"{ev.get('what')}"),
     # A delivery claimed before its send (issue 39): a conductor that dies mid-send
     # leaves a claim that the next one finishes once (it may repeat; never lost).
     _kind(ALERT_CLAIMED, LOCAL_SCOPE, "engine.alerting",
-              ("key", "alert", "target", "level", "what", "title", "body", "for_seq"),
+              ("key", "alert", "target", "level", "what", "title", "body", "for_seq",
+               "covers"),
               lambda ev: f"alert to {ev.get('target')} claimed ({ev.get('level')}): "
                          f"{ev.get('what')}"),
     _kind(ALERT_FAILED, LOCAL_SCOPE, "engine.alerting",
               ("key", "alert", "target", "level", "attempt", "what", "error", "final",
-               "title", "body", "for_seq"),
+               "title", "body", "for_seq", "covers"),
               lambda ev: f"alert to {ev.get('target')} failed (attempt {ev.get('attempt')}"
                          f"{', given up' if ev.get('final') else ''}): {ev.get('error')}"),
+    # The alert targets a conductor sends to (issue 43: the outbox's horizon, by label
+    # and scheme, never a URL), at its open; "closed" at its clean close.
+    _kind(ALERT_TARGETS, LOCAL_SCOPE, "engine.alerting", ("targets", "phase", "pid"),
+              lambda ev: f"alerts {'no longer sent' if ev.get('phase') == 'closed' else 'go'}"
+                         f" to {_target_names(ev.get('targets'))}"),
     # One step of the landing (on_deadline: land; engine.landing), keyed once each.
     _kind(LANDING, LOCAL_SCOPE, "engine.landing",
               ("key", "phase", "text", "run", "attempt", "limit_s", "ok", "fetch", "actor",

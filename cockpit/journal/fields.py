@@ -228,6 +228,8 @@ class Event(_Keywords, total=False):
     diverged_step: Any
     title: Any
     body: Any
+    covers: Any
+    targets: Any
     final: Any
     message: Any
     seconds: Any

@@ -33,6 +33,7 @@ from cockpit.common.event_kinds import (
     ALERT_CLAIMED,
     ALERT_FAILED,
     ALERT_SENT,
+    ALERT_TARGETS,
     CLOCK_JUMP,
     COST,
     ENVIRONMENT_RECORDED,
@@ -91,7 +92,7 @@ HANDLERS: Mapping[str, Handler] = {**STAGE_HANDLERS, **RUN_HANDLERS, **RECORD_HA
 FOLDED_AS_NOTHING = frozenset({
     ENVIRONMENT_RECORDED, WARNING, HOOK_STARTED, CLOCK_JUMP,
     RULE_BLIND, RESUME_VERIFIED, VERIFY_STARTED, ALERT_SENT, ALERT_FAILED,
-    ALERT_CLAIMED, "landing"})
+    ALERT_CLAIMED, ALERT_TARGETS, "landing"})
 assert set(HANDLERS) | FOLDED_AS_NOTHING == set(EVENT_KINDS), "every kind is folded"
 assert not set(HANDLERS) & FOLDED_AS_NOTHING
 # Kinds whose own events the ownership table never refuses (campaign-wide or local

@@ -61,12 +61,16 @@ class FoldedHistory:
     def __init__(self, campaign: Campaign, journal: JournalWriter, machine: int | None, *,
                  peers: bool = False, cache_path: Path | None = None,
                  peer_source: Callable[[], Sequence[Events]] | None = None,
-                 on_own: Callable[[list[Event]], None] | None = None) -> None:
+                 on_own: Callable[[list[Event]], None] | None = None,
+                 on_restore: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.campaign = campaign
         self.journal = journal
         self.machine = machine
         self.cache_path = cache_path
         self.on_own = on_own
+        # Takes the cache's ``extra`` (what ``on_own`` had made of the events it holds);
+        # raises cache.CacheMismatch to refuse the cache.
+        self.on_restore = on_restore
         self.refolds = 0
         self.from_cache = False  # started from a cache that fit
         self.cache_problem: str | None = None  # why a cache present was not used
@@ -247,14 +251,19 @@ class FoldedHistory:
         own_folded, last = int(body["own_folded"]), body["last_key"]
         if own_folded != int(pos["count"]) or "more_problems" not in pos:
             raise cache.CacheMismatch("its fold and its journal position disagree")
+        if self.on_restore is not None:
+            self.on_restore(dict(body.get("extra") or {}))
         self.journal.resume(pos)  # what was read before: read again after the prefix
         with self._lock:
             self.fold, self.own_folded, self._pending = fold, own_folded, []
         self.peer_seen = [int(n) for n, _ in marks]
         self.last_key = (str(last[0]), int(last[1])) if last else None
 
-    def save(self, peers: Sequence[Events], extra: dict[str, Any] | None = None) -> bool:
-        """Write the cache for what is folded now (False: this journal cannot be cached)."""
+    def save(self, peers: Sequence[Events],
+             extra: Callable[[], dict[str, Any]] | None = None) -> bool:
+        """Write the cache for what is folded now (False: this journal cannot be cached);
+        ``extra()``, asked under the fold's lock, is what ``on_own`` made of the same
+        events."""
         position = getattr(self.journal, "position", None)
         path = getattr(self.journal, "path", None)
         if self.cache_path is None or position is None or path is None:
@@ -265,6 +274,7 @@ class FoldedHistory:
                 return False  # nothing yet, or read but not folded yet: the next save
             fold = _encode_fold(self.fold)
             seen, last = list(self.peer_seen), self.last_key
+            more = extra() if extra is not None else {}
         try:
             prefix = cache.prefix_key(path, int(pos["offset"]))
         except cache.CacheMismatch:
@@ -274,7 +284,7 @@ class FoldedHistory:
             "fold": fold, "own_folded": pos["count"],
             "peers": [[n, cache.event_digest(p[n - 1]) if n else ""]
                       for p, n in zip(peers, seen, strict=False)],
-            "last_key": list(last) if last else None, "extra": extra or {}}
+            "last_key": list(last) if last else None, "extra": more}
         cache.save(self.cache_path, self.campaign.sha256, self.machine, body)
         return True
 

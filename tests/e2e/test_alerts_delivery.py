@@ -117,7 +117,8 @@ def test_a_critical_alert_reaches_a_real_smtp_server_as_a_plain_text_mail(
     lines = str(plain[0].get_content()).strip().splitlines()
     assert lines[:3] == ["rule finite-loss fired on r1: loss <b>nan</b> & worse",
                          "done: stopped r1", "you: cockpit status campaign.yaml"], lines
-    assert len(lines) == 4 and lines[3].endswith("left in the window"), lines
+    assert len(lines) == 5 and lines[3].endswith("left in the window"), lines
+    assert lines[4] == "alert id alert:rule_fired:9:inbox"  # its stable id (issue 43)
     for part in texts:  # an HTML part, if any, escapes the words and keeps the lines
         if part.get_content_type() == "text/html":
             html = str(part.get_content())
