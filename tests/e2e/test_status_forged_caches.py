@@ -40,7 +40,9 @@ def status(path: Path) -> tuple[dict[str, Any], str]:
     (run,) = [r for r in json.loads(done.stdout)["runs"] if r["id"] == "r1"]
     text = run_cockpit("status", str(path))
     assert text.returncode in (0, 1) and "Traceback" not in text.stderr, text.stderr
-    lines = [re.sub(r"\d+(\.\d+)?\s*(s|m|min|h) ago|stale \S+", "", line)
+    # every duration left out (2d3h, 5h12m, 14m, 40s: the real clock moves between calls)
+    lines = [re.sub(r"\b\d+(\.\d+)?\s*(min|d|h|m|s)(\d+(d|h|m|s))*\b( ago)?|stale \S+", "",
+                    line)
              for line in text.stdout.splitlines() if "r1" in line]
     return {k: run.get(k) for k in SHOWN}, "\n".join(lines)
 
