@@ -191,6 +191,9 @@ class ResumeCheck:
     steps: int
     metric: str = "loss"
     tolerance: float = 0.0
+    # Where the resumed process writes its metrics, each under "{scratch}" (its scratch
+    # folder); none: files of the run's own sources' kinds found there, and its report.
+    metrics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

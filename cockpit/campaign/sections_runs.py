@@ -45,7 +45,8 @@ RUN_KEYS = (
 MODEL_SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
 # runs.ID.base_revision of an adapter: a full commit id (40 hex digits), never a branch.
 COMMIT_ID = re.compile(r"[0-9a-fA-F]{40}\Z")
-RESUME_KEYS = ("command", "steps", "metric", "tolerance")
+RESUME_KEYS = ("command", "steps", "metric", "tolerance", "metrics")
+SCRATCH = "{scratch}"  # the resumed process's own folder, in a resume check's words
 CHECK_KEYS = ("metric", "predictions", "checkpoint")
 PREDICTION_CHECKS = ("non_empty", "expected_ids")
 
@@ -214,7 +215,32 @@ def _resume_check(check: Checker, value: Any, where: KeyPath) -> ResumeCheck | N
         check.err(where + ("tolerance",), "tolerance must be >= 0")
         tol = 0.0
     metric = rc.get("metric", "loss")
-    return ResumeCheck(argv, steps, str(metric), float(tol)) if argv and steps else None
+    if not isinstance(metric, str) or not metric.strip():
+        check.err(where + ("metric",), "metric must be a metric name (e.g. loss)")
+        metric = "loss"
+    metrics = _resumed_metrics(check, rc.get("metrics"), where + ("metrics",))
+    return ResumeCheck(argv, steps, metric, float(tol), metrics) if argv and steps else None
+
+
+def _resumed_metrics(check: Checker, value: Any, where: KeyPath) -> tuple[str, ...]:
+    """``resume_check.metrics``: where the resumed process writes its metrics, each path
+    under its scratch folder (``{scratch}/out``): a path outside it would be read as the
+    resumed process's although the original run (or anybody) wrote it."""
+    if value is None:
+        return ()
+    paths = check.str_list(value, where, "resume_check metrics")
+    kept: list[str] = []
+    for index, text in enumerate(paths):
+        at = where + (index,) if isinstance(value, list) else where
+        if not text.startswith(SCRATCH):
+            check.err(at, f"{text!r} is not under the resumed process's scratch folder: "
+                          f"start it with {SCRATCH} (e.g. {SCRATCH}/out/trainer_state.json; "
+                          f"the command writes there when given {SCRATCH})")
+        elif ".." in Path(text[len(SCRATCH):]).parts:
+            check.err(at, f"{text!r} leaves the scratch folder ('..'): name a path inside it")
+        else:
+            kept.append(text)
+    return tuple(kept)
 
 
 def _result(check: Checker, run_id: str, entry: dict[str, Any], where: KeyPath,

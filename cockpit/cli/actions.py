@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from cockpit.cli.common import EXIT_OK, Parser, acting, add_machine_option, machine_of
+from cockpit.common.event_kinds import STAGE_STARTED
 
 # The actions `cockpit fleet FILE ACTION ...` runs on the owning machine.
 FLEET_ACTIONS = ("start", "stop", "mark", "decide", "accept", "reject", "note", "cost")
@@ -129,7 +130,11 @@ def cmd_start(args: argparse.Namespace) -> int:
     engine = _engine(args, actor="cli")
     if not args.force:
         _refuse_done(engine, args.stage)
-    _print_written(engine.start(args.stage, force=args.force), args)
+    written = engine.start(args.stage, force=args.force)
+    _print_written(written, args)
+    for event in written:  # the window, an earlier attempt's files: said, not refused
+        if event.get("kind") == STAGE_STARTED and event.get("warning"):
+            print(f"cockpit start: warning: {event['warning']}", file=sys.stderr)
     return EXIT_OK
 
 

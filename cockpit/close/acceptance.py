@@ -33,6 +33,7 @@ from cockpit.common.metric_names import lookup
 from cockpit.common.safe_json import loads_bounded
 from cockpit.journal.fold import FAILED, NOT_STARTED, STOPPED, SUCCEEDED, CampaignState
 from cockpit.journal.writer import Event, JournalWriter
+from cockpit.runs.attempts import attempt_start
 from cockpit.runs.blind import (
     BLIND,
     Evidence,
@@ -150,18 +151,20 @@ def _few(items: list[str], n: int = 5) -> str:
 
 
 def newest_checkpoint(campaign: Campaign, run_id: str, *, ended: bool = True,
-                      all_complete: bool = False,
-                      now: float | None = None) -> list[CheckpointInfo]:
+                      all_complete: bool = False, now: float | None = None,
+                      since: float | None = None) -> list[CheckpointInfo]:
     """The newest complete checkpoint (or all complete ones, newest first).
 
     ``now`` (epoch seconds) is the caller's clock for the settle time (the engine passes
-    its tick's); only a caller without a clock of its own gets the wall clock."""
+    its tick's); only a caller without a clock of its own gets the wall clock. ``since``:
+    the run's current attempt's start (an earlier attempt's checkpoints are left out)."""
     run = campaign.runs.get(run_id)
     if run is None or run.checkpoints is None:
         return []
     # An ended run writes nothing more: no need to wait for files to settle. A running
     # one's reported checkpoints are complete at once; only unreported ones settle.
-    scanner = reported_scanner(campaign, run, settle_seconds=0.0 if ended else 2.0)
+    scanner = reported_scanner(campaign, run, settle_seconds=0.0 if ended else 2.0,
+                               since=since)
     assert scanner is not None  # run.checkpoints is set
     view = scanner.scan(time.time() if now is None else now)
     if all_complete:
@@ -250,7 +253,8 @@ def judge_run(campaign: Campaign, state: CampaignState, run_id: str, *,
         elif isinstance(entry, PredictionsCheck):
             passed, why = _predictions_check(campaign, spec, entry.what)
         else:
-            passed, why = _checkpoint_check(campaign, spec, verifier, now)
+            passed, why = _checkpoint_check(campaign, spec, verifier, now,
+                                            attempt_start(run))
         if not passed:
             failed.append(check_key(entry))
         reasons.append(why)
@@ -265,8 +269,9 @@ def run_evidence(campaign: Campaign, state: CampaignState, run_id: str) -> Evide
     """The run's latest attempt as its metric files hold it (read to the end)."""
     run = state.runs.get(run_id)
     since = run.started_at.timestamp() - 1.0 if run and run.started_at else None
-    return read_evidence(run_stream(campaign, run_id), declared_sources(campaign, run_id),
-                         since)
+    # what an earlier attempt left in the run's files is not this attempt's evidence
+    stream = run_stream(campaign, run_id, attempt_start(run) if run else None)
+    return read_evidence(stream, declared_sources(campaign, run_id), since)
 
 
 def blind_rules_of(campaign: Campaign, state: CampaignState, run_id: str) -> list[str]:
@@ -340,8 +345,9 @@ def _predictions_check(campaign: Campaign, run: Run, what: str) -> tuple[bool, s
 
 
 def _checkpoint_check(campaign: Campaign, run: Run, verifier: Verifier,
-                      now: datetime | None) -> tuple[bool, str]:
-    found = newest_checkpoint(campaign, run.id, now=None if now is None else now.timestamp())
+                      now: datetime | None, since: float | None = None) -> tuple[bool, str]:
+    found = newest_checkpoint(campaign, run.id, now=None if now is None else now.timestamp(),
+                              since=since)
     if not found:
         return False, "no complete checkpoint found"
     report = reload_artifact(campaign, run, found[0].path, verifier)

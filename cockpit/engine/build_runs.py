@@ -274,8 +274,10 @@ def checkpoint_view(campaign: Campaign, run: RunState, view: CheckpointScan | No
     newest = view.newest
     verified = None
     verified_age = None
-    if run.verified:
-        last = run.verified[-1]
+    # this attempt's verdicts only: an earlier attempt's checkpoint is not this one's
+    mine = [v for v in run.verified if v.get("attempt") in (None, run.attempt)]
+    if mine:
+        last = mine[-1]
         why = last.get("summary") or last.get("error")
         verified = "ok" if last.get("ok") else f"failed: {why}"
         verified_age = (now - parse_time(str(last.get("t")))).total_seconds()

@@ -20,6 +20,7 @@ from cockpit.engine.history import History
 from cockpit.engine.scope import Scope
 from cockpit.journal.fields import Event
 from cockpit.journal.state import CampaignState
+from cockpit.runs.attempts import attempt_start
 from cockpit.runs.checkpoints.discovery import CheckpointInfo
 from cockpit.runs.checkpoints.verifier import (
     checkpoint_step,
@@ -63,12 +64,18 @@ class Evidence:
         self.scope.refuse_other_run(run.id, "verify")
         return run
 
+    def _since(self, run_id: str) -> float | None:
+        """The run's current attempt's start: an earlier attempt's checkpoint is not
+        verified as this one's (:mod:`cockpit.runs.attempts`)."""
+        run = self.history.state().runs.get(run_id)
+        return None if run is None else attempt_start(run)
+
     def verify(self, run_id: str, which: str = "newest",
                now: datetime | None = None) -> Event:
         """Reload a run's checkpoint in a fresh process now and journal the result."""
         run = self._run(run_id)
         chosen = choose_checkpoint(self.campaign, run, which,
-                                   (now or self.clock.now()).timestamp())
+                                   (now or self.clock.now()).timestamp(), self._since(run.id))
         path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
         report = verify_run_checkpoint(self.campaign, run, path)
         attempt = self.history.state().runs[run.id].attempt
@@ -82,7 +89,8 @@ class Evidence:
         """Resume equivalence (D17): restart from a checkpoint, compare the metric."""
         run = self._run(run_id)
         now = now or self.clock.now()
-        chosen = choose_checkpoint(self.campaign, run, which, now.timestamp())
+        chosen = choose_checkpoint(self.campaign, run, which, now.timestamp(),
+                                   self._since(run.id))
         path = chosen.path if isinstance(chosen, CheckpointInfo) else chosen
         result = resume_equivalence(self.campaign, run, path, checkpoint_step(chosen), now)
         return self.history.journal.append(

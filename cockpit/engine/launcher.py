@@ -9,6 +9,10 @@ between, the next tick finds the process by its marker and records it
 launch, or, when its owner died before the launch began, expires and the stage is
 startable again. A live marked process of the stage refuses a second launch.
 
+A start whose run's checkpoint folder or metric sources already hold files (an earlier
+attempt's, which the new attempt ignores: :mod:`cockpit.runs.attempts`) says so, per
+folder with a count, in its ``stage_started`` warning.
+
 A stop is journaled (``stop_requested``), then SIGTERM goes to the run's recorded
 group; once the grace has passed the guards ask for SIGKILL of what is left.
 """
@@ -55,6 +59,7 @@ from cockpit.engine.scope import Scope
 from cockpit.journal.fields import Event
 from cockpit.journal.fold import FAILED, RUNNING, CampaignState
 from cockpit.journal.log import JournalError
+from cockpit.runs.attempts import earlier_files
 from cockpit.runs.env_record import record_environment
 from cockpit.runs.rules import Firing, rules_hash
 from cockpit.runs.supervisor import (
@@ -166,7 +171,8 @@ class Launcher:
             p_hash = self._params_hash(state, stage)
             self._refuse_living(stage_id)
             written = self._records_before_start(txn, state, stage, now)
-            return written + self._claim_and_launch(txn, stage, p_hash, forced, auto, now)
+            return written + self._claim_and_launch(txn, stage, p_hash, forced, auto, now,
+                                                    self._earlier_files(stage))
 
     def _refuse_start(self, state: CampaignState, stage: Stage, force: bool) -> bool:
         """Why the stage may not start now (raised); True when ``force`` overrides a
@@ -210,8 +216,15 @@ class Launcher:
             written.append(txn.append(RULES_RECORDED, now=now, sha256=self.rules_hash))
         return written
 
+    def _earlier_files(self, stage: Stage) -> str | None:
+        """What an earlier attempt left in the run's checkpoint folder and metric
+        sources, per folder with a count (this attempt ignores it: runs/attempts.py)."""
+        found = earlier_files(self.campaign, stage.run) if stage.run else []
+        return "; ".join(printable(f.words()) for f in found) or None
+
     def _claim_and_launch(self, txn: JournalView, stage: Stage, p_hash: str | None,
-                          forced: bool, auto: bool, now: datetime) -> list[Event]:
+                          forced: bool, auto: bool, now: datetime,
+                          earlier: str | None = None) -> list[Event]:
         seq = txn.count + 1  # the claim's own seq: the marker names it
         marker = launch_marker(self.campaign, stage.id, seq)
         owner = self.time.owner
@@ -228,7 +241,8 @@ class Launcher:
                        claim=seq, reason=f"failed to launch: {exc}")
             raise ActionRefused(f"cannot start stage {stage.id!r}: {exc}") from None
         try:
-            return [claim, *self._append_started(txn, stage, claim, launched, now)]
+            return [claim, *self._append_started(txn, stage, claim, launched, now,
+                                                 earlier=earlier)]
         except (JournalError, OSError) as exc:
             raise ActionRefused(
                 f"stage {stage.id!r} was launched (pid {launched.pid}) but its start could "
@@ -237,7 +251,7 @@ class Launcher:
 
     def _append_started(self, txn: JournalView, stage: Stage, claim: Mapping[str, Any],
                         launched: Launched, now: datetime,
-                        reconciled: bool = False) -> list[Event]:
+                        reconciled: bool = False, earlier: str | None = None) -> list[Event]:
         """stage_started (+ run_started) for a claimed launch, in the claim's transaction
         or, when that one could not write them, at the tick that found the process."""
         started = txn.append(
@@ -246,7 +260,8 @@ class Launcher:
             exit_file=launched.exit_file, stdout=launched.stdout, stderr=launched.stderr,
             gpus=list(stage_gpus(stage, self.campaign.package.offer.gpus)),
             forced=bool(claim.get("forced")), auto=bool(claim.get("auto")),
-            actor=claim.get("actor", self.actor), warning=self._window_warning(now),
+            actor=claim.get("actor", self.actor),
+            warning="; ".join(w for w in (self._window_warning(now), earlier) if w) or None,
             claim=claim.get("seq"), marker=launched.marker,
             **({"reconciled": True} if reconciled else {}))
         written = [started]

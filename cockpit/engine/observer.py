@@ -27,6 +27,7 @@ from cockpit.engine.timebase import Timebase, parse_t
 from cockpit.engine.underfed import UnderfedWatch
 from cockpit.journal.fold import NOT_STARTED, RUNNING, CampaignState, RunState
 from cockpit.journal.paths import CampaignFiles
+from cockpit.runs.attempts import attempt_start
 from cockpit.runs.checkpoints.discovery import CheckpointScan, CheckpointScanner
 from cockpit.runs.checkpoints.verifier import feed_checkpoint_reports, run_stream, scanner_for
 from cockpit.runs.metrics import stream_cache
@@ -91,9 +92,11 @@ class Observer:
             self.save_streams(force=True)
 
     # ------------------------------------------------------------------ metrics
-    def _stream(self, run_id: str, attempt: Any, started: float | None) -> MetricStream:
+    def _stream(self, run_id: str, attempt: Any, started: float | None,
+                since: float | None = None) -> MetricStream:
         if run_id not in self.streams or self._stream_attempt.get(run_id) != attempt:
-            stream = run_stream(self.campaign, run_id)
+            # ``since``: the attempt's start; what an earlier one wrote is not read
+            stream = run_stream(self.campaign, run_id, since)
             # From its cache when it is valid (a restart reads only what is new); else a
             # read-only engine starts large files at their tail, and one that acts reads
             # them from the start (what the rules need) over several polls, its snapshot
@@ -114,7 +117,7 @@ class Observer:
             if run.state == NOT_STARTED or not self.scope.mine_run(run.id):
                 continue  # another machine's run: its files are there, its cockpit reads them
             started = run.started_at.timestamp() - 1.0 if run.started_at else None
-            stream = self._stream(run.id, run.attempt, started)
+            stream = self._stream(run.id, run.attempt, started, attempt_start(run))
             fresh[run.id] = [p for p in stream.poll()
                              if started is None or p.t is None or p.t >= started]
             scanner = self.scanner(run.id)
@@ -196,6 +199,7 @@ class Observer:
         for run in state.runs.values():
             scanner = self.scanner(run.id)
             if scanner is not None and run.state != NOT_STARTED:
+                scanner.since = attempt_start(run)  # an earlier attempt's do not count
                 self.checkpoints[run.id] = scanner.scan(now_ts)
 
     def newest_sizes(self) -> dict[str, int | None]:

@@ -7,6 +7,16 @@ disk they take and how much is left (D19), and what one save costs (D17/D18). It
 loads a checkpoint: reloading is :mod:`cockpit.runs.checkpoints.reload_check`'s job, in
 another process.
 
+Attempts are scoped (:mod:`cockpit.runs.attempts`): with :attr:`CheckpointScanner.since`
+set to the run's current attempt's start, a checkpoint whose newest file time is older
+(an earlier attempt's ``checkpoint-500``, ``step=999.ckpt``) is not complete, newest or
+counted for it (``earlier`` counts them); rewritten during the attempt, it counts again.
+
+A save's cost comes from the run's report (``checkpoint_written`` with its seconds),
+else from the checkpoint itself (:func:`~cockpit.runs.checkpoints.layout.write_span`:
+its files' write span), else from what the scanner saw (first seen growing -> last
+change).
+
 Cost per tick stays flat with thousands of files: the folder is listed again only when
 its mtime changes; otherwise only the in-progress entries (and the few newest complete
 ones, which ``last.ckpt``-style rewrites can touch in place) are stat'ed.
@@ -18,7 +28,6 @@ re-exported here.
 
 from __future__ import annotations
 
-import fnmatch
 import heapq
 import os
 import shutil
@@ -28,15 +37,15 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from cockpit.runs.attempts import MTIME_SLACK_S, older_than
 from cockpit.runs.checkpoints.interval import Advice as Advice  # re-exported
 from cockpit.runs.checkpoints.interval import format_duration as format_duration  # re-exported
 from cockpit.runs.checkpoints.interval import interval_advice as interval_advice  # re-exported
 from cockpit.runs.checkpoints.layout import (
-    CHECKPOINT_SUFFIXES,
-    HF_DIR,
-    folder_kind,
+    checkpoint_kind,
     measure,
     watched_folder_kind,
+    write_span,
 )
 from cockpit.runs.checkpoints.layout import step_from_name as step_from_name  # re-exported
 
@@ -64,7 +73,10 @@ class CheckpointInfo:
 class SaveCost:
     path: Path
     seconds: float
-    source: str  # "report" (the run's own events) or "observed" (first seen -> last change)
+    # "report" (the run's own events), "files" (its files' write span: first file created
+    # -> last file written) or "observed" (the scanner saw it growing: first seen -> last
+    # change)
+    source: str
     step: int | None = None
 
 
@@ -80,6 +92,7 @@ class CheckpointScan:
     free_bytes: int | None
     save_costs: tuple[SaveCost, ...]  # oldest first, at most MAX_COSTS
     note: str | None = None  # e.g. "folder does not exist yet"
+    earlier: int = 0  # checkpoints older than the attempt (``since``): not counted above
 
     @property
     def newest_age_seconds(self) -> float | None:
@@ -104,7 +117,7 @@ class _Entry:
 
     __slots__ = (
         "key", "path", "name", "kind", "is_dir", "step", "size", "mtime", "sig",
-        "first_seen", "changed_seen", "complete", "reported", "seen_incomplete",
+        "first_seen", "changed_seen", "complete", "reported", "seen_incomplete", "floor",
     )
 
     def __init__(
@@ -124,6 +137,9 @@ class _Entry:
         self.complete = False
         self.reported = False
         self.seen_incomplete = False
+        # The newest file time of its previous version (a rewrite in place: last.ckpt):
+        # a file older than that is not part of the write being measured.
+        self.floor: float | None = None
 
 
 class CheckpointScanner:
@@ -151,6 +167,8 @@ class CheckpointScanner:
         self._sweep: list[str] = []  # complete entries still to re-stat this round
         self._complete_count = 0
         self._total_bytes = 0
+        # The current attempt's start (epoch seconds; None: every checkpoint counts).
+        self.since: float | None = None
 
     # ----------------------------------------------------------- run events
 
@@ -274,19 +292,7 @@ class CheckpointScanner:
             self._consider(name, now)
 
     def _classify(self, name: str, path: Path, is_dir: bool) -> str | None:
-        if self.pattern and fnmatch.fnmatch(name, self.pattern):
-            return "pattern"
-        if is_dir:
-            if HF_DIR.match(name):
-                return "hf-trainer"
-            try:
-                inner = set(os.listdir(path))
-            except OSError:
-                return None
-            return folder_kind(name, inner)
-        if name.lower().endswith(CHECKPOINT_SUFFIXES):
-            return "file"
-        return None
+        return checkpoint_kind(name, path, is_dir, self.pattern)
 
     def _add(self, key: str, path: Path, kind: str, is_dir: bool, now: float) -> None:
         entry = _Entry(key, path, kind, is_dir, now)
@@ -313,6 +319,8 @@ class CheckpointScanner:
         if sig != entry.sig:
             if entry.sig is not None:
                 entry.changed_seen = now
+                if entry.complete:
+                    entry.floor = entry.mtime  # a new save into the same path
             entry.sig = sig
             self._total_bytes += size - entry.size
             entry.size = size
@@ -331,7 +339,8 @@ class CheckpointScanner:
         # also when a caller's clock reads earlier than the file's mtime (a stepped clock).
         if self.settle_seconds <= 0 or now - last_change >= self.settle_seconds:
             self._set_complete(entry, True)
-            if entry.seen_incomplete and entry.mtime > entry.first_seen:
+            if not self._measure_files(entry) and entry.seen_incomplete \
+                    and entry.mtime > entry.first_seen:
                 # Seen growing: first appearance -> last change (settle time excluded).
                 self._costs.append(
                     SaveCost(entry.path, entry.mtime - entry.first_seen, "observed", entry.step)
@@ -339,13 +348,28 @@ class CheckpointScanner:
         else:
             entry.seen_incomplete = True
 
+    def _measure_files(self, entry: _Entry) -> bool:
+        """The save's cost from its own files' times (False: not measurable there), for
+        a checkpoint of the current attempt nobody reported a cost for."""
+        if older_than(entry.mtime, self.since):
+            return False  # an earlier attempt's save: its cost is not this attempt's
+        floors = [f for f in (entry.floor, None if self.since is None
+                              else self.since - MTIME_SLACK_S) if f is not None]
+        seconds = write_span(entry.path, entry.is_dir, int(max(floors, default=0.0) * 1e9))
+        if seconds is None:
+            return False
+        self._costs.append(SaveCost(entry.path, seconds, "files", entry.step))
+        return True
+
     def _apply_mark(self, entry: _Entry) -> None:
-        _seconds, step = self._marks.pop(entry.key)
+        seconds, step = self._marks.pop(entry.key)
         if step is not None:
             entry.step = step
         entry.reported = True
         self._set_complete(entry, True)
         entry.seen_incomplete = False  # its cost came from the report, not observation
+        if seconds is None:
+            self._measure_files(entry)  # reported written, without its cost
 
     def _set_complete(self, entry: _Entry, complete: bool) -> None:
         if entry.complete == complete:
@@ -390,7 +414,11 @@ class CheckpointScanner:
         return rel.split(os.sep, 1)[0]
 
     def _view(self, now: float, *, exists: bool, note: str | None = None) -> CheckpointScan:
-        listed = tuple(_info(e, now) for e in self._top_list())
+        since = self.since
+        listed = tuple(_info(e, now) for e in self._top_list()
+                       if not older_than(e.mtime, since))
+        earlier = 0 if since is None else sum(
+            1 for e in self._entries.values() if e.complete and older_than(e.mtime, since))
         progress = tuple(
             sorted((_info(self._entries[k], now) for k in self._pending), key=lambda i: i.mtime)
         )
@@ -399,12 +427,13 @@ class CheckpointScanner:
             exists=exists,
             newest=listed[0] if listed else None,
             complete=listed,
-            complete_count=self._complete_count,
+            complete_count=self._complete_count - earlier,
             in_progress=progress,
             total_bytes=self._total_bytes,
             free_bytes=_free_bytes(self.folder),
             save_costs=tuple(self._costs),
             note=note,
+            earlier=earlier,
         )
 
 

@@ -31,23 +31,28 @@ from cockpit.runs.metrics.stream import MetricStream
 from cockpit.runs.supervisor import report_path
 
 
-def scanner_for(campaign: Campaign, run: Run,
-                settle_seconds: float = 2.0) -> CheckpointScanner | None:
+def scanner_for(campaign: Campaign, run: Run, settle_seconds: float = 2.0,
+                since: float | None = None) -> CheckpointScanner | None:
+    """The run's checkpoint scanner; ``since``: its current attempt's start (an earlier
+    attempt's checkpoints do not count, :mod:`cockpit.runs.attempts`)."""
     if run.checkpoints is None:
         return None
-    return CheckpointScanner(campaign.resolve(run.checkpoints), pattern=run.pattern,
-                             settle_seconds=settle_seconds)
+    scanner = CheckpointScanner(campaign.resolve(run.checkpoints), pattern=run.pattern,
+                                settle_seconds=settle_seconds)
+    scanner.since = since
+    return scanner
 
 
-def run_stream(campaign: Campaign, run_id: str) -> MetricStream:
+def run_stream(campaign: Campaign, run_id: str, since: float | None = None) -> MetricStream:
     """Every metric file of a run: its declared ``metrics`` and its cockpit.report file,
-    read with the run's ``metric_names`` mapping."""
+    read with the run's ``metric_names`` mapping; ``since``: its current attempt's start
+    (what an earlier attempt wrote is not read, :mod:`cockpit.runs.attempts`)."""
     run = campaign.runs.get(run_id)
     paths = [campaign.resolve(p) for p in (run.metrics if run else ())]
     report = report_path(campaign, run_id)
     if report not in paths:
         paths.append(report)
-    return MetricStream(paths, names=run.metric_names if run else None)
+    return MetricStream(paths, names=run.metric_names if run else None, since=since)
 
 
 def feed_checkpoint_reports(campaign: Campaign, scanner: CheckpointScanner,
@@ -69,13 +74,14 @@ def feed_checkpoint_reports(campaign: Campaign, scanner: CheckpointScanner,
                                  at=at)
 
 
-def reported_scanner(campaign: Campaign, run: Run,
-                     settle_seconds: float = 2.0) -> CheckpointScanner | None:
-    """A fresh scanner that already knows every checkpoint the run reported written."""
-    scanner = scanner_for(campaign, run, settle_seconds)
+def reported_scanner(campaign: Campaign, run: Run, settle_seconds: float = 2.0,
+                     since: float | None = None) -> CheckpointScanner | None:
+    """A fresh scanner that already knows every checkpoint the run reported written
+    (``since``: the current attempt's start; earlier attempts' do not count)."""
+    scanner = scanner_for(campaign, run, settle_seconds, since)
     if scanner is None:
         return None
-    stream = run_stream(campaign, run.id)
+    stream = run_stream(campaign, run.id, since)
     while stream.poll():  # a reader returns a bounded slice per poll: read to the end
         feed_checkpoint_reports(campaign, scanner, stream.poll_events())
     feed_checkpoint_reports(campaign, scanner, stream.poll_events())
@@ -83,23 +89,28 @@ def reported_scanner(campaign: Campaign, run: Run,
 
 
 def choose_checkpoint(campaign: Campaign, run: Run, which: str = "newest",
-                      now: float | None = None) -> CheckpointInfo | Path:
+                      now: float | None = None,
+                      since: float | None = None) -> CheckpointInfo | Path:
     """``newest`` / ``first`` complete checkpoint of the run, or an explicit path.
 
-    ``now`` (epoch seconds) is the caller's clock for the settle time; default: real time."""
+    ``now`` (epoch seconds) is the caller's clock for the settle time; default: real time.
+    ``since``: the run's current attempt's start (an earlier attempt's checkpoint is not
+    chosen as this attempt's)."""
     if which not in ("newest", "first"):
         path = Path(which)
         path = path if path.is_absolute() else Path.cwd() / path
         if not path.exists():
             raise InputError(f"verify: no checkpoint at {path}")
         return path
-    scanner = reported_scanner(campaign, run)
+    scanner = reported_scanner(campaign, run, since=since)
     if scanner is None:
         raise InputError(f"{campaign.path}: run {run.id!r} has no checkpoints folder")
     view = scanner.scan(time.time() if now is None else now)
     if not view.complete:
+        earlier = (f"; {view.earlier} from before the run's current attempt"
+                   if view.earlier else "")
         raise InputError(f"run {run.id!r}: no complete checkpoint in {scanner.folder}"
-                         + (f" ({view.note})" if view.note else ""))
+                         + (f" ({view.note})" if view.note else "") + earlier)
     ordered = sorted(view.complete, key=lambda c: (c.step if c.step is not None else -1,
                                                     c.mtime))
     return ordered[0] if which == "first" else ordered[-1]

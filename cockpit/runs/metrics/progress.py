@@ -39,6 +39,7 @@ def reported_steps(campaign: Campaign, state: CampaignState
     """:func:`progress_of` for the close: fraction done per started stage and max_steps
     per run, each run's files read once."""
     from cockpit.journal.paths import CampaignFiles
+    from cockpit.runs.attempts import attempt_start
     from cockpit.runs.checkpoints.verifier import run_stream
     from cockpit.runs.metrics.stream_cache import cache_file, open_stream
 
@@ -46,7 +47,7 @@ def reported_steps(campaign: Campaign, state: CampaignState
     for run_id, run in state.runs.items():
         if run.started_at is None or run_id not in campaign.runs:
             continue
-        stream = run_stream(campaign, run_id)
+        stream = run_stream(campaign, run_id, attempt_start(run))  # this attempt's files
         # Read-only: from a cache near the end, else a large file from its tail.
         open_stream(stream, cache_file(CampaignFiles.of(campaign).stream_cache, run_id),
                     one_shot=True, since=run.started_at.timestamp() - 1.0)

@@ -33,6 +33,10 @@ class MetricReader(ABC):
         self.last_garbage: str | None = None  # why the last garbage was garbage
         self.resets = 0  # times the file was read again from the start
         self.error: str | None = None  # why the file cannot be read right now
+        # The run's current attempt's start (epoch seconds), set by the stream: a file
+        # not modified since (:func:`cockpit.runs.attempts.older_than`) is an earlier
+        # attempt's, and what it held then is not read.
+        self.since: float | None = None
 
     @abstractmethod
     def poll(self) -> ReadBatch: ...

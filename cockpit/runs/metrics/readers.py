@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.common.metric_names import HF_RUN_MEAN
+from cockpit.runs.attempts import older_than
 from cockpit.runs.metrics.reader_base import MetricReader
 from cockpit.runs.metrics.tensorboard import TensorBoardReader, is_tensorboard_path
 from cockpit.runs.metrics.values import (
@@ -127,6 +128,9 @@ class _LineReader(MetricReader):
             self._restart()
         try:
             with open(self.path, "rb") as handle:
+                if self._file_id is None and older_than(st.st_mtime, self.since):
+                    self.start_at_end(handle, st)  # an earlier attempt's file: from its end
+                    return self._finish(ReadBatch(), now)
                 if self._offset and self._rewritten(handle):
                     self._restart()
                 self._file_id = file_id
@@ -142,6 +146,24 @@ class _LineReader(MetricReader):
         # Only a read to the end makes the stat signature current; else continue next tick.
         self._stat_sig = stat_sig if complete else None
         return self._finish(batch, now)
+
+    def start_at_end(self, handle: Any, st: os.stat_result) -> None:
+        """Start a fresh reader at the end of its file: what it holds now is not read (an
+        earlier attempt's records); what is appended is, and a rewrite in place (a new
+        inode, a truncation, another first line) is read whole. The format still learns
+        the first line (a CSV header)."""
+        head = self._first_line(handle.read(self._head_check))
+        self._reset_format()
+        if head:
+            try:
+                self._parse(1, head[:-1])  # a CSV header; a JSON line is just parsed
+            except ValueError:
+                pass
+        handle.seek(max(0, st.st_size - _TAIL_CHECK))
+        self._tail = handle.read(_TAIL_CHECK)
+        self._file_id, self._stat_sig = (st.st_dev, st.st_ino), None
+        self._offset, self._head = st.st_size, head
+        self._line_no, self._lines_known, self.skipped = 0, False, st.st_size
 
     def _first_line(self, data: bytes) -> bytes:
         end = data.find(b"\n", 0, self._head_check)
@@ -305,8 +327,10 @@ class TrainerStateReader(MetricReader):
         self._last_entry_sig: str | None = None
         self._last_step: int | None = None
         self._max_steps: int | None = None
+        self._earlier = False  # the last look found only an earlier attempt's states
 
     def _locate(self) -> Path | None:
+        self._earlier = False
         if self.path.name == "trainer_state.json" or self.path.is_file():
             return self.path if self.path.exists() else None
         if not self.path.is_dir():
@@ -317,22 +341,41 @@ class TrainerStateReader(MetricReader):
                 match = _CHECKPOINT_DIR.match(child.name)
                 if match and child.is_dir():
                     candidate = Path(child.path) / "trainer_state.json"
-                    if (best is None or int(match.group(1)) > best[0]) and candidate.is_file():
+                    if (best is None or int(match.group(1)) > best[0]) \
+                            and self._current(candidate):
                         best = (int(match.group(1)), candidate)
         own = self.path / "trainer_state.json"
-        if own.is_file() and (best is None or own.stat().st_mtime >= best[1].stat().st_mtime):
+        if self._current(own) and (best is None
+                                   or own.stat().st_mtime >= best[1].stat().st_mtime):
             return own
         return None if best is None else best[1]
+
+    def _current(self, candidate: Path) -> bool:
+        """A trainer state file written during the current attempt (an earlier attempt's
+        ``checkpoint-500`` left in the output folder is not)."""
+        try:
+            st = candidate.stat()
+        except OSError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        if older_than(st.st_mtime, self.since):
+            self._earlier = True  # there, but an earlier attempt's
+            return False
+        return True
 
     def poll(self) -> ReadBatch:
         now = self._clock()
         self.last_read_at = now
         try:
             source = self._locate()
-            if source is None:
-                self.exists, self.error = False, None
+            if source is None:  # none yet, or only an earlier attempt's
+                self.exists, self.error = self._earlier, None
                 return ReadBatch()
             st = source.stat()
+            if older_than(st.st_mtime, self.since):
+                self.exists, self.error = True, None  # an earlier attempt's: not read
+                return ReadBatch()
         except FileNotFoundError:
             self.exists = False  # vanished between listing and stat: next tick
             return ReadBatch()
@@ -422,6 +465,7 @@ class FolderReader(TrainerStateReader):
     def poll(self) -> ReadBatch:
         if self.tensorboard is None and is_tensorboard_path(self.path):
             self.tensorboard = TensorBoardReader(self.path, self._clock)
+            self.tensorboard.since = self.since
         if self.tensorboard is None:
             return super().poll()
         batch = self.tensorboard.poll()

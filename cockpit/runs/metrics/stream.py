@@ -49,6 +49,12 @@ What the stream adds to the readers' points:
   as its own event) marks the point's ``loss`` masked: the Hugging Face Trainer's
   ``logging_nan_inf_filter`` logs a NaN loss so, and a ``non_finite`` rule on the loss
   fires on it (:func:`cockpit.runs.rules.check_points`).
+- **The current attempt only** (``since``: its start, :mod:`cockpit.runs.attempts`): a
+  point or event whose own time ``t`` is older is dropped, and each reader leaves alone
+  what a file not modified since that start holds (an earlier attempt's
+  ``version_0/metrics.csv``, ``checkpoint-500/trainer_state.json``, event files): a line
+  file is read from its end (appended lines count, a rewrite in place is read whole), a
+  Trainer state or an event file older than the start is not read.
 """
 
 from __future__ import annotations
@@ -130,8 +136,12 @@ class MetricStream:
         clock: Clock = time.time,
         recent: int = RECENT_POINTS,
         names: Mapping[str, str] | None = None,
+        since: float | None = None,
     ) -> None:
         self.readers: list[MetricReader] = [open_reader(Path(p), clock) for p in paths]
+        self.since = since
+        for reader in self.readers:
+            reader.since = since
         self.names = MetricNames(names)
         self._hidden = HiddenNan()
         self.latest: dict[str, float] = {}
@@ -167,14 +177,21 @@ class MetricStream:
             self.start_offsets = [reader.position or 0 for reader in self.readers]
         for index, reader in enumerate(self.readers):
             batch = reader.poll()
-            read = [self._canonical(point, reader.not_aliases) for point in batch.points]
+            read = [self._canonical(point, reader.not_aliases) for point in batch.points
+                    if self._current(point.t)]
             points.extend(read)
-            self._events.extend(batch.events)
-            self.reported.extend(batch.events)
+            events = [e for e in batch.events if self._current(e.get("t"))]
+            self._events.extend(events)
+            self.reported.extend(events)
             if not self._behind_seed(index, reader):
                 self._take_latest(read)
         self.recent.extend(points)
         return points
+
+    def _current(self, t: Any) -> bool:
+        """Whether a record of this time belongs to the current attempt (no time: its
+        file's time decided, in the reader)."""
+        return self.since is None or not isinstance(t, (int, float)) or t >= self.since
 
     def _canonical(self, point: MetricPoint, not_aliases: frozenset[str]) -> MetricPoint:
         """The point with its canonical names added and a hidden NaN marked (a reader's

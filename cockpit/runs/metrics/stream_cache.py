@@ -40,6 +40,7 @@ from typing import Any
 
 from cockpit.common.fsutil import write_atomic
 from cockpit.common.safe_json import loads_bounded
+from cockpit.runs.attempts import older_than
 from cockpit.runs.metrics.readers import CsvMetricsReader, _LineReader
 from cockpit.runs.metrics.stream import MetricPoint, MetricStream
 from cockpit.runs.metrics.tail import seed_from_tail
@@ -81,6 +82,7 @@ def stream_doc(stream: MetricStream) -> dict[str, Any] | None:
         readers.append(_reader_doc(reader))
     return {
         "kind": KIND, "version": VERSION, "paths": [str(p) for p in stream.paths],
+        "since": stream.since,  # the attempt it was read for: another one reads anew
         "readers": readers, "latest": dict(stream.latest), "latest_step": stream.latest_step,
         "value_steps": dict(stream._value_steps),
         "recent": [[p.step, p.t, dict(p.values)] for p in stream.recent],
@@ -164,6 +166,8 @@ def restore(stream: MetricStream, doc: dict[str, Any]) -> bool:
     try:
         if doc.get("paths") != [str(p) for p in stream.paths]:
             raise Mismatch("another stream's cache")
+        if doc.get("since") != stream.since:
+            raise Mismatch("another attempt's cache")
         readers = _list(doc.get("readers"))
         if len(readers) != len(stream.readers):
             raise Mismatch("another number of files")
@@ -314,6 +318,9 @@ def start_at_tail(reader: _LineReader, tail_bytes: int = ONE_SHOT_TAIL) -> bool:
     try:
         with open(reader.path, "rb") as handle:
             st = os.fstat(handle.fileno())
+            if stat.S_ISREG(st.st_mode) and older_than(st.st_mtime, reader.since):
+                reader.start_at_end(handle, st)  # an earlier attempt's: none of it
+                return True
             if not stat.S_ISREG(st.st_mode) or st.st_size <= tail_bytes:
                 return False
             head = reader._first_line(handle.read(reader._head_check))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.common.metric_names import MetricNames
+from cockpit.runs.attempts import older_than
 from cockpit.runs.metrics.readers import _READ_LIMIT
 from cockpit.runs.metrics.stream import JsonlMetricsReader, MetricPoint, MetricStream
 
@@ -57,7 +58,8 @@ def _whole(path: Path, since: float | None,
            metric_names: Mapping[str, str] | None = None) -> LastValues:
     found = LastValues()
     try:
-        stream = MetricStream([path], names=metric_names)
+        # since: a file not modified since the attempt began is an earlier attempt's
+        stream = MetricStream([path], names=metric_names, since=since)
     except ValueError:
         return found
     while points := stream.poll():  # each poll reads a bounded slice: go to the end
@@ -135,9 +137,12 @@ def seed_from_tail(stream: MetricStream, since: float | None = None,
         if path.suffix.lower() not in _JSONL:
             continue
         try:
-            size = os.stat(path).st_size
+            st = os.stat(path)
         except OSError:
             continue
+        size = st.st_size
+        if older_than(st.st_mtime, reader.since):
+            continue  # an earlier attempt's file: its first poll starts at its end
         if size - (reader.position or 0) <= min_size:
             continue  # the first poll reads what is left whole (a restored stream: the rest)
         found = _jsonl_tail(path, set(), since, max_bytes=tail_bytes, every_name=True)

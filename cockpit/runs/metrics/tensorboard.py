@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cockpit.runs.attempts import older_than
 from cockpit.runs.metrics.reader_base import MetricReader
 from cockpit.runs.metrics.values import Clock, MetricPoint, ReadBatch, new_point
 
@@ -103,6 +104,8 @@ class TensorBoardReader(MetricReader):
             except OSError:
                 continue  # gone between listing and stat
             ident = (st.st_dev, st.st_ino)
+            if name not in self._loaders and older_than(st.st_mtime, self.since):
+                continue  # an earlier attempt's writer's file (a new writer starts its own)
             if name in self._loaders and (self._ids.get(name) != ident
                                           or st.st_size < self._sizes.get(name, 0)):
                 # Replaced or truncated: read it again; steps already delivered are skipped.
