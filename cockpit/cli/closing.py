@@ -17,7 +17,8 @@ folded; an event not folded is named on stderr.
 ``verify-export`` exits 0 only when every check passes. A bag is data: ``verify-export``
 runs no command and allows no unsafe unpickling that the bag asks for unless
 ``--trust-commands`` is given; ``--rebuild`` (which runs the bag's code) says so on
-stderr before anything runs. A tar is checked against the limits of
+stderr before anything runs; ``--fresh-venv`` (with ``--rebuild`` only) rebuilds in a new
+virtual environment holding the bag's ``requirements.txt``. A tar is checked against the limits of
 :class:`cockpit.export.tar_limits.TarLimits` (``--max-members``, ``--max-total-gib``,
 ``--max-file-gib``). SIGTERM/SIGINT end it with 128 + the signal, its temporary folders
 removed.
@@ -83,6 +84,18 @@ def add_close_commands(sub: Any) -> None:
                         "not a sandbox): never by default")
     p.add_argument("--rebuild-timeout", type=float, default=300.0, metavar="SECONDS",
                    help="time limit of each rebuild (default 300)")
+    p.add_argument("--fresh-venv", action="store_true",
+                   help="with --rebuild: rebuild in a new virtual environment (a temporary "
+                        "folder) where pip installed the bag's requirements.txt, not with "
+                        "this machine's packages")
+    p.add_argument("--pip-extra-index", action="append", default=[], metavar="URL",
+                   help="with --fresh-venv: an index pip may also use (the one that serves a "
+                        "local build, e.g. https://download.pytorch.org/whl/cpu for "
+                        "torch ...+cpu); repeatable")
+    p.add_argument("--install-timeout", type=number_between(float, 1, 1e6, "a number"),
+                   default=None, metavar="SECONDS",
+                   help="with --fresh-venv: time limit of the venv and pip install "
+                        "(default 1800)")
     from cockpit.export.tar_limits import DEFAULT_LIMITS, GIB
 
     p.add_argument("--max-members", type=number_between(int, 0, 1e9, "a whole number"),
@@ -192,6 +205,7 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
     from cockpit.export.tar_limits import GIB, TarLimits
     from cockpit.export.tar_verify import Interrupted, removed_on_signal
 
+    check_fresh_venv(args)
     if args.rebuild:
         # Said before anything runs, on stderr so --json stays one object.
         print(f"cockpit verify-export: {NOTICE}", file=sys.stderr)
@@ -207,14 +221,33 @@ def cmd_verify_export(args: argparse.Namespace) -> int:
         return 128 + stop.signum
 
 
+def check_fresh_venv(args: argparse.Namespace) -> None:
+    """--fresh-venv goes with --rebuild, its options with --fresh-venv; an extra index is
+    an http(s) or file URL."""
+    if (args.pip_extra_index or args.install_timeout is not None) and not args.fresh_venv:
+        raise InputError("verify-export: --pip-extra-index and --install-timeout go with "
+                         "--fresh-venv")
+    if args.fresh_venv and not args.rebuild:
+        raise InputError("verify-export --fresh-venv: add --rebuild (the fresh virtual "
+                         "environment is where the rebuild runs)")
+    for url in args.pip_extra_index:
+        if not url.startswith(("https://", "http://", "file://")) or any(
+                c.isspace() for c in url):
+            raise InputError(f"verify-export --pip-extra-index {printable(url, 200)}: not an "
+                             "http(s):// or file:// URL")
+
+
 def _verify_export(args: argparse.Namespace, limits: Any) -> int:
     from cockpit.export import verify_export
+    from cockpit.export.fresh_venv import INSTALL_TIMEOUT_S, VenvOptions
 
     folder = Path(args.dir)
+    venv = VenvOptions(tuple(args.pip_extra_index), args.install_timeout or INSTALL_TIMEOUT_S)
     options: dict[str, Any] = {"reload": not args.no_reload,
                                "trust_commands": args.trust_commands,
                                "rebuild": args.rebuild,
-                               "rebuild_timeout_s": args.rebuild_timeout}
+                               "rebuild_timeout_s": args.rebuild_timeout,
+                               "fresh_venv": venv if args.fresh_venv else None}
     if folder.is_file() and folder.name.endswith(".tar"):
         from cockpit.export.tar_verify import verify_tar
 

@@ -364,9 +364,9 @@ def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
     """Provenance, REPORT.md and timeline.svg, the reload recipe (reload.json, RELOAD.md)
     and manifest.json: what is written once the runs are in; the conclusion they state."""
     # The code, the environment and the plan as decided and at the end (D22, D24).
-    prov = add_provenance(payload, campaign, events, environment)
-    warnings.extend(prov.environment_warnings)
     table = reload_table(campaign, runs.reload_entries, warnings)
+    prov = add_provenance(payload, campaign, events, environment, table)
+    warnings.extend(prov.environment_warnings)
     reload_script = add_reload_script(payload, campaign, table)
     step("provenance_written")
 
@@ -388,7 +388,7 @@ def _add_reports(payload: Payload, campaign: Campaign, state: CampaignState,
         {"campaign": campaign.id, **info, "artifacts": runs.reload_entries}, indent=2)
         + "\n").encode())
     payload.add_bytes("RELOAD.md", reload_md(campaign, runs.reload_entries, info, rebuild_md(
-        campaign, table, prov.environment)).encode())
+        campaign, table, prov.environment, prov.local_indexes)).encode())
     manifest = _manifest(campaign, state, events, payload, plan, now, artifacts, runs.runs_json,
                          {"conclusion": verdict.as_json(), "budget": money,
                           "hours": hours.as_json(),

@@ -8,12 +8,17 @@ journaled at the first run start; a change is a warning, never a failure.
 you**. What it contains, and what it cannot:
 
 - the environment is minimal: ``PATH``, ``LANG``, ``HOME`` and ``TMPDIR`` in a fresh
-  temporary folder, nothing else (no token, no ``SSH_AUTH_SOCK``, no cloud keys);
+  temporary folder, and the Hugging Face hub cache folder (models only, read offline:
+  ``HF_HUB_OFFLINE=1``; an adapter's base comes from it) — nothing else (no token, no
+  ``HF_HOME``, no ``SSH_AUTH_SOCK``, no cloud keys);
 - the interpreter is the base Python (not the virtual environment's) run with ``-I -S``;
   the packages it may import are those of the verifier's site-packages folders, seen
   through a folder of links that leaves out the cockpit: ``import cockpit`` fails
   however the script edits ``sys.modules`` or re-runs ``site`` (the cockpit's files are
   on no path the child knows) — a script that goes looking on disk can still find them;
+  with ``--fresh-venv`` (:mod:`cockpit.export.fresh_venv`) it is instead the interpreter
+  of a new virtual environment holding only the bag's ``requirements.txt``, run with
+  ``-I`` (the cockpit is not installed there);
 - it runs in its own session and process group, killed (SIGKILL) when it ends and at
   the time limit; descendants that left the group (``setsid``) are found by the marker
   in their environment and killed too (one that also clears its environment escapes);
@@ -37,13 +42,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cockpit.common.printable import printable
 from cockpit.common.safe_json import loads_bounded
 from cockpit.export.export_checks import Check, bag_member
+from cockpit.export.fresh_venv import VenvOptions, fresh_venv
 from cockpit.runs.env_record import environment_warnings, recorded_environment
 from cockpit.runs.provenance import compact_environment
 
@@ -121,30 +127,46 @@ def environment_check(bag: Path) -> Check:
 
 def rebuild_check(bag: Path, manifest: dict[str, Any], entries: list[dict[str, Any]],
                   bag_ok: bool, timeout_s: float = REBUILD_TIMEOUT_S,
-                  python: str | None = None) -> Check:
+                  venv: VenvOptions | None = None) -> Check:
+    """Each accepted run reload.py can rebuild (a Hugging Face folder, an adapter, a file
+    into its ``model:``), rebuilt in a fresh process; with ``venv``, by the interpreter of
+    a fresh virtual environment holding the bag's requirements."""
     name = "model rebuilt"
     runs = manifest.get("runs") if isinstance(manifest.get("runs"), dict) else {}
     assert isinstance(runs, dict)
-    wanted = [r for r, e in runs.items() if isinstance(e, dict)
-              and e.get("status") == "accepted" and e.get("model")]
+    accepted = [r for r, e in runs.items() if isinstance(e, dict)
+                and e.get("status") == "accepted"]
+    rebuildable = {str(e.get("run")) for e in entries
+                   if e.get("chosen_for_result") and (e.get("model") or e.get("rebuild"))}
+    wanted = [r for r in accepted if r in rebuildable or runs[r].get("model")]
     if not wanted:
-        return Check(name, True, detail="no accepted run declares a model")
+        return Check(name, True, detail="no accepted run has a model reload.py rebuilds")
     if not bag_ok:
         return Check(name, False, ("the bag's hashes do not match: its reload.py was not run "
                                    "(a changed bag is never executed)",))
     script = bag_member(bag, "data/reload.py")
     if script is None or not script.is_file():
-        return Check(name, False, (f"run(s) {', '.join(map(printable, wanted))} declare a "
-                                   "model but the bag has no data/reload.py",))
-    rebuildable = {str(e.get("run")) for e in entries
-                   if e.get("chosen_for_result") and e.get("model")}
+        return Check(name, False, (f"run(s) {', '.join(map(printable, wanted))} have a "
+                                   "model to rebuild but the bag has no data/reload.py",))
+    if venv is None:
+        return _rebuild_runs(script, wanted, rebuildable, timeout_s, None)
+    with fresh_venv(bag, base_python(), venv) as built:
+        if built.python is None:
+            return Check(name, False, (f"--fresh-venv: {built.problem}",))
+        check = _rebuild_runs(script, wanted, rebuildable, timeout_s, built.python)
+        return replace(check, warnings=check.warnings + tuple(built.warnings),
+                       detail=f"{check.detail}; in {built.summary()}")
+
+
+def _rebuild_runs(script: Path, wanted: list[str], rebuildable: set[str], timeout_s: float,
+                  python: str | None) -> Check:
     failures: list[str] = []
     lines: list[str] = []
     for run in wanted:
         shown = printable(run, 100)
         if run not in rebuildable:
             failures.append(f"run {shown} declares a model but reload.py has no entry for it "
-                            "(no single-file checkpoint in the bag)")
+                            "(no checkpoint in the bag it can rebuild)")
             continue
         outcome = run_rebuild(script, run, timeout_s, python)
         if outcome.problem:
@@ -161,12 +183,15 @@ def rebuild_check(bag: Path, manifest: dict[str, Any], entries: list[dict[str, A
             failures.append(f"run {shown}: the model was not rebuilt: {words}")
             continue
         count = answer.get("parameters")
+        stripped = answer.get("prefix_stripped")
         lines.append(f"{shown} ({printable(answer.get('model'), 200)}, "
-                     f"{count if isinstance(count, int) else '?':,} parameters)")
+                     f"{count if isinstance(count, int) else '?':,} parameters"
+                     + (f", {printable(stripped, 60)!r} stripped from every key"
+                        if isinstance(stripped, str) else "") + ")")
     detail = ("rebuilt from the bag's code in a fresh process, checkpoint loaded with "
               "strict=True, no missing or unexpected key: " + "; ".join(lines)) if lines \
         else f"{len(wanted)} run(s) with a model"
-    return Check(name, not failures, tuple(failures), detail=detail, refused=())
+    return Check("model rebuilt", not failures, tuple(failures), detail=detail, refused=())
 
 
 @dataclass(frozen=True)
@@ -211,9 +236,26 @@ def package_view(folder: Path) -> list[str]:
     return paths
 
 
+def hf_cache_env() -> dict[str, str]:
+    """The Hugging Face hub cache (models only: never ``HF_HOME``, where a token lives)
+    and offline mode, for an adapter's pinned base read from the local cache."""
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if not cache:
+        home = os.environ.get("HF_HOME") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+        cache = os.path.join(home, "hub")
+    if os.path.isdir(cache):
+        env["HF_HUB_CACHE"] = cache
+    return env
+
+
 def run_rebuild(script: Path, run: str, timeout_s: float = REBUILD_TIMEOUT_S,
                 python: str | None = None) -> RebuildOutcome:
-    """Run the bag's ``reload.py`` for ``run`` contained as the module text says."""
+    """Run the bag's ``reload.py`` for ``run`` contained as the module text says;
+    ``python``: a fresh virtual environment's interpreter (its own packages, run with
+    ``-I``), else the base interpreter seeing the verifier's packages without the
+    cockpit."""
     nonce = secrets.token_hex(16)
     marker = secrets.token_hex(8)
     with tempfile.TemporaryDirectory(prefix="cockpit-rebuild-") as tmp:
@@ -223,16 +265,19 @@ def run_rebuild(script: Path, run: str, timeout_s: float = REBUILD_TIMEOUT_S,
         result = root / "result" / "result.json"
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(root / "home"),
                "TMPDIR": str(root / "tmp"), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-               MARKER_ENV: marker}
+               MARKER_ENV: marker, **hf_cache_env()}
         orders = {"nonce": nonce, "result": str(result), "run": run,
-                  "script": str(script), "paths": package_view(root)}
+                  "script": str(script), "paths": [] if python else package_view(root)}
+        # -B: no __pycache__ written into the bag (it would no longer match its manifest).
+        argv = [python, "-I", "-B", "-c", DRIVER] if python else \
+            [base_python(), "-I", "-S", "-B", "-c", DRIVER]
         started = time.time()
         # Output into files, not pipes: a child that keeps them open (a detached
         # grandchild) would make reading them wait for ever.
         with open(root / "stdout", "w+b") as out, open(root / "stderr", "w+b") as err:
             try:
                 proc = subprocess.Popen(
-                    [python or base_python(), "-I", "-S", "-c", DRIVER], cwd=root / "work",
+                    argv, cwd=root / "work",
                     env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
                     start_new_session=True, close_fds=True)
             except OSError as exc:

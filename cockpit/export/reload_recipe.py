@@ -34,7 +34,38 @@ def installed_packages() -> dict[str, str]:
     return found
 
 
-def artifact_layout(path: Path, files: list[str]) -> tuple[str, str]:
+def hf_architecture(folder: Path) -> str | None:
+    """The class a Hugging Face checkpoint folder's ``config.json`` names first in
+    ``architectures`` (None: no config.json, or it names none)."""
+    try:
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    names = data.get("architectures") if isinstance(data, dict) else None
+    if isinstance(names, list) and names and isinstance(names[0], str) \
+            and names[0].isidentifier():
+        return names[0]
+    return None
+
+
+def rebuild_kind(path: Path, files: list[str], model: str | None) -> str | None:
+    """How the bag's reload.py rebuilds an artifact: "adapter" (a PEFT adapter folder),
+    "hf" (a Hugging Face checkpoint folder with its config.json and weights), "factory"
+    (one file into the run's ``model:``), or None (it cannot)."""
+    inner = {Path(f).name for f in files}
+    if path.is_dir():
+        if "adapter_config.json" in inner:
+            return "adapter"
+        if "config.json" in inner and inner & {"model.safetensors", "pytorch_model.bin",
+                                               "model.safetensors.index.json",
+                                               "pytorch_model.bin.index.json"}:
+            return "hf"
+        return None
+    return "factory" if model else None
+
+
+def artifact_layout(path: Path, files: list[str], hf_class: str | None = None
+                    ) -> tuple[str, str]:
     """(loader, python snippet) for an artifact at bag-relative ``path``."""
     name = path.name.lower()
     if name.endswith(".safetensors"):
@@ -48,9 +79,12 @@ def artifact_layout(path: Path, files: list[str]) -> tuple[str, str]:
     if "adapter_config.json" in inner:
         return ("peft.PeftModel.from_pretrained", "")
     if "config.json" in inner:
-        return ("transformers.AutoModel.from_pretrained",
-                f"from transformers import AutoModel; m = AutoModel.from_pretrained("
-                f"{str(path)!r})")
+        # The class config.json names (GPT2LMHeadModel keeps its LM head; AutoModel
+        # would drop it).
+        cls = hf_class or "AutoModel"
+        return (f"transformers.{cls}.from_pretrained",
+                f"from transformers import {cls}; m = {cls}.from_pretrained("
+                f"{str(path)!r}, local_files_only=True)")
     return ("cockpit.runs.checkpoints.reload_worker", "")
 
 
@@ -76,10 +110,29 @@ def adapter_pin(run: Run, artifact: Path) -> tuple[str | None, str | None, list[
     return base, rev, warnings
 
 
+# A PEFT adapter's task_type -> the transformers Auto class that keeps its head.
+TASK_AUTO = {"CAUSAL_LM": "AutoModelForCausalLM", "SEQ_2_SEQ_LM": "AutoModelForSeq2SeqLM",
+             "SEQ_CLS": "AutoModelForSequenceClassification",
+             "TOKEN_CLS": "AutoModelForTokenClassification",
+             "QUESTION_ANS": "AutoModelForQuestionAnswering"}
+
+
+def adapter_auto_class(folder: Path) -> str:
+    """The Auto class for an adapter's base, from its adapter_config.json task_type."""
+    try:
+        data = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return "AutoModel"
+    task = data.get("task_type") if isinstance(data, dict) else None
+    return TASK_AUTO.get(task, "AutoModel") if isinstance(task, str) else "AutoModel"
+
+
 def reload_entry(run: Run, art: CheckpointInfo, rel: str, files: list[FileEntry],
                   result: bool, warnings: list[str]) -> dict[str, Any]:
     rel_path = Path(rel)
-    loader, snippet = artifact_layout(rel_path, [f.path for f in files])
+    names = [f.path for f in files]
+    hf_class = hf_architecture(art.path) if art.path.is_dir() else None
+    loader, snippet = artifact_layout(rel_path, names, hf_class)
     check = (f"python -m cockpit.runs.checkpoints.reload_worker {rel} --kind {run.kind}"
              + (" --allow-unsafe" if run.allow_unsafe_pickle else ""))
     entry: dict[str, Any] = {
@@ -88,14 +141,16 @@ def reload_entry(run: Run, art: CheckpointInfo, rel: str, files: list[FileEntry]
         "files": [{"path": f.path, "sha256": f.sha256, "size": f.size} for f in files],
         "allow_unsafe_pickle": run.allow_unsafe_pickle,
         "verify_command": list(run.verify_command) if run.verify_command else None,
+        "rebuild": rebuild_kind(art.path, names, run.model), "hf_class": hf_class,
     }
     if run.kind == "adapter":
         base, rev, notes = adapter_pin(run, art.path)
         warnings.extend(notes)
         entry["base_model"], entry["base_revision"] = base, rev
         check += f" --base-model {base} --base-revision {rev}"
-        snippet = (f"from transformers import AutoModel; from peft import PeftModel; "
-                   f"base = AutoModel.from_pretrained({base!r}, revision={rev!r}); "
+        auto = adapter_auto_class(art.path)
+        snippet = (f"from transformers import {auto}; from peft import PeftModel; "
+                   f"base = {auto}.from_pretrained({base!r}, revision={rev!r}); "
                    f"m = PeftModel.from_pretrained(base, {rel!r})")
     entry["command"] = f"cd BAG && python -c \"{snippet}\"" if snippet else None
     entry["check_command"] = f"cd BAG && {check}"

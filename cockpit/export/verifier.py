@@ -56,6 +56,7 @@ from cockpit.export.export_checks import (
     no_empty,
     runs_accounted,
 )
+from cockpit.export.fresh_venv import VenvOptions
 from cockpit.export.minutes_csv import minutes_check
 from cockpit.export.rebuild_check import REBUILD_TIMEOUT_S, environment_check, rebuild_check
 from cockpit.export.temp_paths import no_temp_paths
@@ -139,13 +140,16 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
                   trust_commands: bool = False,
                   trusted: list[dict[str, Any]] | None = None,
                   rebuild: bool = False,
-                  rebuild_timeout_s: float = REBUILD_TIMEOUT_S) -> VerifyExportReport:
+                  rebuild_timeout_s: float = REBUILD_TIMEOUT_S,
+                  fresh_venv: VenvOptions | None = None) -> VerifyExportReport:
     """Check an export; ``report.ok`` only when every check passes.
 
     ``trust_commands``: run the custom reload commands and honour the unsafe-unpickling
     flags that the bag's ``reload.json`` asks for (never by default). ``trusted``: the
     reload recipes the export just wrote from the campaign file, used in place of the
-    bag's (the export's own verification)."""
+    bag's (the export's own verification). ``rebuild``: run the bag's reload.py (its
+    code, as you); ``fresh_venv``: in a new virtual environment holding the bag's
+    requirements.txt."""
     bag = find_bag(Path(bag_dir).resolve())
     report = VerifyExportReport(str(bag), reload_checked=reload)
     special = special_files(bag)
@@ -182,7 +186,7 @@ def verify_export(bag_dir: str | os.PathLike[str], *, reload: bool = True,
     report.checks.append(environment_check(bag))
     if rebuild:
         report.checks.append(rebuild_check(bag, manifest, entries, report.checks[0].ok,
-                                           rebuild_timeout_s))
+                                           rebuild_timeout_s, fresh_venv))
     return report
 
 

@@ -6,9 +6,10 @@ stages ran and the environment they ran in.
   them), each with its sha256;
 - :func:`git_state`: when the campaign folder is in a git work tree, the commit, the
   remote URL and the uncommitted changes as a patch;
-- :func:`environment`: Python, every installed distribution (as a requirements file a
-  user can install from), torch / CUDA / cuDNN (asked in a separate process, so the
-  cockpit never imports torch), the NVIDIA driver and GPU names from NVML, the OS.
+- :func:`environment`: Python, every installed distribution (:func:`freeze_txt`: their
+  full record), torch / CUDA / cuDNN (asked in a separate process, so the cockpit never
+  imports torch), the NVIDIA driver and GPU names from NVML, the OS. What a user installs
+  from is derived from the code's imports by :mod:`cockpit.export.requirements`.
 """
 
 from __future__ import annotations
@@ -192,24 +193,21 @@ def environment(*, with_torch: bool = True, with_nvml: bool = True) -> dict[str,
     }
 
 
-def requirements_txt(env: Mapping[str, Any]) -> str:
-    """Pinned requirements a user installs from (the cockpit itself as a comment)."""
-    lines = [f"# Python {env.get('python')} ({env.get('implementation')}), "
-             f"{env.get('os')} {env.get('machine')}"]
+def freeze_txt(env: Mapping[str, Any]) -> str:
+    """Every installed distribution, pinned exactly (local build labels kept): the
+    environment's full record (``environment/pip-freeze.txt``). What to install from is
+    the bag's ``requirements.txt`` (:mod:`cockpit.export.requirements`)."""
+    lines = [f"# Every distribution installed at the export: Python {env.get('python')} "
+             f"({env.get('implementation')}), {env.get('os')} {env.get('machine')}",
+             "# (a record: install from requirements.txt beside it)"]
     torch = env.get("torch") or {}
     if torch.get("version"):
         lines.append(f"# torch {torch['version']}, CUDA {torch.get('cuda')}, "
                      f"cuDNN {torch.get('cudnn')}")
     for name, version in (env.get("distributions") or {}).items():
-        if name in ("pip", "setuptools", "wheel"):
-            continue
         if name == "cockpit":
             lines.append(f"# cockpit=={version} (install it from its own source)")
             continue
-        if "+" in str(version):
-            # A local build tag (torch 2.13.0+cpu) is the exact build; it comes from its
-            # maker's own index, e.g. --extra-index-url https://download.pytorch.org/whl/cpu
-            lines.append(f"# {name} {version}: a local build, from its maker's package index")
         lines.append(f"{name}=={version}")
     return "\n".join(lines) + "\n"
 

@@ -14,8 +14,8 @@ from cockpit.runs.provenance import (
     describe,
     environment,
     environment_changes,
+    freeze_txt,
     git_state,
-    requirements_txt,
 )
 from tests.helpers.process import SAMPLES
 
@@ -62,8 +62,8 @@ def test_the_environment_names_torch_exactly_and_diffs_in_words() -> None:
     torch = pytest.importorskip("torch")
     env = environment(with_nvml=False)
     assert env["torch"]["version"] == torch.__version__
-    requirements = requirements_txt(env)
-    assert f"torch=={torch.__version__}\n" in requirements
+    record = freeze_txt(env)  # the full record keeps the local build label
+    assert f"torch=={torch.__version__}\n" in record
     later = dict(env, distributions=dict(env["distributions"], torch="9.9.9"))
     assert environment_changes(env, env) == []
     assert environment_changes(env, later) == [f"torch {env['distributions']['torch']} -> 9.9.9"]
