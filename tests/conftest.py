@@ -29,12 +29,14 @@ def cockpit_cli():
 HEAVY = frozenset({
     "tests/e2e/test_demo.py",  # the demo campaign trained once, shared by its tests
     "tests/e2e/test_init.py",  # the template trained end to end
+    "tests/e2e/test_init_frameworks.py",  # the hf and lightning templates end to end
     "tests/e2e/test_landing.py",  # the digits script trained to the landing
     "tests/e2e/test_serve_browser.py",  # Chromium
     "tests/e2e/test_prometheus_server.py",  # Prometheus and node_exporter
     "tests/e2e/test_export_rebuild.py",  # a fresh venv rebuilt from a bag
     "tests/e2e/test_integration_hf.py",  # the real Trainer, in process and in a run
     "tests/e2e/test_integration_lightning.py",  # a real Lightning run
+    "tests/e2e/test_resume_frameworks.py",  # the Trainer and Lightning, resumed for real
 })
 
 

@@ -87,6 +87,16 @@ def _port(text: str) -> int:
     return port
 
 
+def _tab_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of tabs: {text!r}") from None
+    if not 1 <= count <= 256:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 256: {text!r}")
+    return count
+
+
 def _simulate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulate-gpus", type=int, default=None, metavar="N",
                    help="drive N simulated GPUs (labelled SIMULATED); also COCKPIT_SIMULATE_GPUS")
@@ -170,6 +180,9 @@ def _add_face_commands(sub: Any) -> None:
                         "anyone with the token can stop runs)")
     p.add_argument("--read-only", action="store_true",
                    help="every tab is a read-only face: no key writes the journal")
+    p.add_argument("--max-tabs", type=_tab_count, default=8, metavar="N",
+                   help="at most N tabs open at once, each its own cockpit process "
+                        "(default 8); the next is refused and told why")
     p.add_argument("--interval", type=_positive_seconds, default=1.0, metavar="SECONDS")
     p.add_argument("--theme", default=None, help="default, light or high-contrast")
     _simulate(p)
@@ -199,6 +212,9 @@ def _add_start_commands(sub: Any) -> None:
     p.add_argument("--offer", default="rtx4090-3d", help="the package (an offer id of the catalog)")
     p.add_argument("--start", default="now", metavar="ISO|now",
                    help="when the rental window starts (default: now)")
+    p.add_argument("--framework", default="plain", metavar="hf|lightning|plain",
+                   help="the training script: the Hugging Face Trainer, PyTorch Lightning, "
+                   "or a plain PyTorch loop (default)")
     p.set_defaults(handler=cmd_init)
 
 

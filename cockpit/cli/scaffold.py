@@ -1,12 +1,19 @@
-"""`cockpit init DIR`: write a complete, commented campaign to start from.
+"""`cockpit init DIR [--framework hf|lightning|plain]`: write a complete, commented
+campaign to start from.
 
 This module owns the init command: validating its input (the target folder must not
 already hold a campaign, ``--offer`` must be an id of the built-in catalog, ``--start``
-``now`` or an ISO-8601 time with a timezone), copying the template that travels in
-the package (``cockpit/assets/templates/init``, read through importlib.resources)
+``now`` or an ISO-8601 time with a timezone, ``--framework`` one of :data:`FRAMEWORKS`),
+copying the template that travels in the package (read through importlib.resources)
 with the campaign id, offer and window start filled in, and telling a newcomer what
 was written and which commands come next. The template itself is the documentation:
 it runs end to end as written, and every section says what it is for.
+
+The templates live in ``cockpit/assets/templates``: ``init`` is the plain one (a PyTorch
+loop with ``cockpit.report`` and ``cockpit.resume``); a framework's is ``init`` with the
+framework's own folder laid over it (``init_hf``: the Hugging Face Trainer,
+``init_lightning``: PyTorch Lightning): a file in both is the framework's, a file only in
+``init`` is shared (Lightning's model and error analysis are the plain ones).
 """
 
 from __future__ import annotations
@@ -25,7 +32,11 @@ from cockpit.common.errors import InputError
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-TEMPLATE = ("templates", "init")
+TEMPLATES = "templates"
+BASE = "init"  # the plain template; a framework's folder is laid over it
+# --framework -> the folder laid over the base (None: the base alone)
+FRAMEWORKS: dict[str, str | None] = {"plain": None, "hf": "init_hf",
+                                     "lightning": "init_lightning"}
 CAMPAIGN_FILE = "campaign.yaml"
 # Files whose presence means DIR already holds a campaign: init never overwrites them.
 GUARDED = (CAMPAIGN_FILE, "train.py")
@@ -33,15 +44,30 @@ CAMPAIGN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 PLACEHOLDERS = ("{{campaign}}", "{{offer}}", "{{start}}")
 
 
-def template_files() -> list[Traversable]:
-    """The template's files (plain files only, sorted by name; caches skipped)."""
-    folder = asset(*TEMPLATE)
+def parse_framework(framework: str) -> str:
+    if framework not in FRAMEWORKS:
+        raise InputError(f"init: unknown --framework {framework!r}; known frameworks: "
+                         f"{', '.join(sorted(FRAMEWORKS))}")
+    return framework
+
+
+def _folder_files(name: str) -> dict[str, Traversable]:
+    folder = asset(TEMPLATES, name)
     if not folder.is_dir():
         raise InputError(f"init: the campaign template is missing from the installed "
                          f"cockpit ({folder}); reinstall it")
-    return sorted((f for f in folder.iterdir()
-                   if f.is_file() and not f.name.startswith(".")
-                   and not f.name.endswith(".pyc")), key=lambda f: f.name)
+    return {f.name: f for f in folder.iterdir()
+            if f.is_file() and not f.name.startswith(".") and not f.name.endswith(".pyc")}
+
+
+def template_files(framework: str = "plain") -> list[Traversable]:
+    """The template's files (plain files only, sorted by name; caches skipped): the
+    base's, with the framework's folder laid over them."""
+    files = _folder_files(BASE)
+    overlay = FRAMEWORKS[parse_framework(framework)]
+    if overlay is not None:
+        files.update(_folder_files(overlay))
+    return [files[name] for name in sorted(files)]
 
 
 def parse_offer(offer: str) -> str:
@@ -88,9 +114,10 @@ def _refuse_existing(folder: Path) -> None:
                              "campaign (give a new folder, or remove the file first)")
 
 
-def write_template(folder: Path, offer: str, start: str) -> list[Path]:
+def write_template(folder: Path, offer: str, start: str,
+                   framework: str = "plain") -> list[Path]:
     """Copy the template into ``folder`` with the placeholders filled; the paths written."""
-    files = template_files()
+    files = template_files(framework)
     _refuse_existing(folder)
     clashes = [folder / f.name for f in files if (folder / f.name).exists()]
     if clashes:
@@ -137,9 +164,11 @@ def run_init(args: argparse.Namespace) -> int:
     """The ``init`` command: returns the exit code; bad input raises InputError."""
     offer = parse_offer(args.offer)
     start = parse_start(args.start)
+    framework = parse_framework(args.framework)
     folder = Path(args.dir).expanduser().resolve()
-    written = write_template(folder, offer, start)
-    print(f"wrote a campaign to {folder} (offer {offer}, window starting {start}):")
+    written = write_template(folder, offer, start, framework)
+    trained = "" if framework == "plain" else f", {framework} training script"
+    print(f"wrote a campaign to {folder} (offer {offer}, window starting {start}{trained}):")
     print("  " + "  ".join(path.name for path in written))
     if BUILTIN_OFFERS[offer].price is None:
         print(f"note: the catalog gives no price for {offer} (D10): state the package price "
