@@ -36,6 +36,7 @@ from cockpit.common.event_kinds import LANDING
 from cockpit.export.payload import Payload
 from cockpit.export.reload_recipe import reload_entry
 from cockpit.journal.fold import CampaignState
+from cockpit.runs.attempts import attempt_start
 from cockpit.runs.checkpoints.discovery import CheckpointInfo
 
 RESUME_NOTE = "a resume point, not an accepted result"
@@ -99,8 +100,11 @@ def choose_resume_point(campaign: Campaign, state: CampaignState, record: Landin
     run = campaign.runs.get(run_id)
     if not record.began or run is None or run.checkpoints is None:
         return None
+    rs = state.runs.get(run_id)
+    since = None if rs is None else attempt_start(rs)  # this attempt's checkpoints only
     on_disk = {os.path.abspath(c.path): c for c in
-               newest_checkpoint(campaign, run_id, ended=True, all_complete=True)}
+               newest_checkpoint(campaign, run_id, ended=True, all_complete=True,
+                                 since=since)}
     saved, checked = record.saved.get(run_id), record.verified.get(run_id)
     if saved is not None and checked is not None and checked.get("phase") == "verified" \
             and checked.get("path") == saved.get("path"):

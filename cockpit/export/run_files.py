@@ -28,6 +28,7 @@ from cockpit.export.payload import Payload, run_status
 from cockpit.export.reload_recipe import reload_entry
 from cockpit.export.resume_points import add_resume_point, choose_resume_point, landing_record
 from cockpit.journal.fold import NOT_STARTED, RUNNING, CampaignState, RunState
+from cockpit.runs.attempts import attempt_start
 from cockpit.runs.checkpoints.discovery import CheckpointInfo
 
 
@@ -144,10 +145,12 @@ def _add_artifacts(payload: Payload, campaign: Campaign, run_id: str, run: Run,
     if artifacts != "none" and run.checkpoints is not None and rs is not None \
             and rs.state != NOT_STARTED:
         ended = rs.state != RUNNING
+        since = attempt_start(rs)  # an earlier attempt's checkpoints are not this result's
         if artifacts == "all":
-            chosen = newest_checkpoint(campaign, run_id, ended=ended, all_complete=True)
+            chosen = newest_checkpoint(campaign, run_id, ended=ended, all_complete=True,
+                                       since=since)
         elif status == "accepted":
-            chosen = newest_checkpoint(campaign, run_id, ended=ended)
+            chosen = newest_checkpoint(campaign, run_id, ended=ended, since=since)
     for i, art in enumerate(chosen):
         added = payload.add_path(f"{base}/artifacts/{art.path.name}", art.path, artifact=True)
         if not added:

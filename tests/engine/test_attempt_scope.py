@@ -105,3 +105,23 @@ def test_a_new_attempt_ignores_the_earlier_attempts_metrics_and_checkpoint(
             wait_for(lambda: engine.tick().run("r1").state != "running", 60,
                      what="the writer's exit")
             engine.close()
+
+
+def test_the_export_never_passes_an_earlier_attempts_checkpoint_off_as_this_ones(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    path = _campaign(folder)
+    (folder / "done").touch()  # the new attempt ends at once, having saved nothing
+    assert run_cockpit("start", str(path), "train").returncode == 0
+    engine = Engine(load_campaign(path))
+    try:
+        wait_for(lambda: engine.tick().run("r1").state == "succeeded", 60,
+                 what="the new attempt's end")
+    finally:
+        engine.close()
+    accepted = run_cockpit("accept", str(path), "r1", "--override", "--note", "no checkpoint")
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    done = run_cockpit("export", str(path), timeout=180)
+    bag = folder / ".cockpit" / "export" / "test-campaign" / "test-campaign"
+    names = sorted(p.name for p in bag.rglob("*.ckpt"))
+    assert names == [], (names, done.stdout)  # step=999.ckpt is the first attempt's
