@@ -68,6 +68,9 @@ def suggestion(metric: str, reported: Collection[str]) -> str | None:
     if not hit:
         return None
     canonical, spelled = canonical_name(hit[0]), spellings[hit[0]]
+    if canonical_name(metric) in CANONICAL and canonical in CANONICAL \
+            and canonical != canonical_name(metric):
+        return None  # two metrics of the table (eval_loss is no misspelt loss)
     return canonical if spelled == canonical else f"{canonical}, reported as {spelled}"
 
 

@@ -27,6 +27,7 @@ from cockpit.runs.blind import (
     first_report_due,
     source_status,
     stream_blind,
+    value_due,
     watches_metric,
 )
 from cockpit.runs.checkpoints.discovery import CheckpointScan, interval_advice
@@ -103,6 +104,14 @@ def rule_views(campaign: Campaign, state: CampaignState,
                     source_status(stream, declared_sources(campaign, run_id))):
                 rules.append(RuleView(rule.id, run_id, rule.kind, WAITING, FIRST_REPORT_WORDS,
                                       rule.action, rule.metric, None, rule.implicit))
+                continue
+            due = value_due(rule.metric, rule.after_step, run.state, stream.latest_step,
+                            stream.latest.get("max_steps"), stream.latest.keys(),
+                            source_status(stream, declared_sources(campaign, run_id))) \
+                if blind and stream is not None and rule.metric else None
+            if due is not None:
+                rules.append(RuleView(rule.id, run_id, rule.kind, WAITING, due, rule.action,
+                                      rule.metric, None, rule.implicit))
                 continue
             if hit:
                 rules.append(RuleView(rule.id, run_id, rule.kind,

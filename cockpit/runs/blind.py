@@ -23,6 +23,7 @@ module owns
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,34 @@ def first_report_due(run_state: str, age_s: float | None, reported: Collection[s
     if run_state != RUNNING or age_s is None or age_s >= BLIND_GRACE_S:
         return False
     return not source.unreadable and not any(n != "max_steps" for n in reported)
+
+
+# An evaluation metric (eval_loss, val/accuracy, test_f1): logged at the run's
+# evaluation interval, often long after its first training reports.
+EVALUATION = re.compile(r"(eval|val|valid|validation|test)[/_]")
+EVALUATION_DUE = 0.5  # of the run's steps: no evaluation by then is news
+
+
+def value_due(metric: str, after_step: int, run_state: str, step: int | None,
+              max_steps: float | None, reported: Collection[str],
+              source: SourceStatus = SourceStatus()) -> str | None:
+    """Why a running run's rule has not seen ``metric`` *yet*, when the run's reports
+    say it is not due (the rule is then waiting, not blind, and nobody is paged): the
+    rule watches from ``after_step`` and the run is not there; or the metric is an
+    evaluation metric (:data:`EVALUATION`), no reported name looks like a misspelling of
+    it, and the run is not past :data:`EVALUATION_DUE` of its steps (or its max steps
+    are unknown). None: not due for a reason the reports show (blind stands)."""
+    if run_state != RUNNING or source.unreadable or source.missing:
+        return None
+    at = step or 0
+    if after_step and at < after_step:
+        return f"watches from step {after_step}; the run is at step {at}"
+    if (EVALUATION.match(metric) or EVALUATION.match(canonical_name(metric))) \
+            and suggestion(metric, reported) is None \
+            and (not max_steps or at < EVALUATION_DUE * max_steps):
+        return (f"no {metric} yet: evaluations come at the run's evaluation interval; "
+                f"blind if none by {EVALUATION_DUE:.0%} of its steps")
+    return None
 
 
 # What a rule waiting for a running run's first report says (the same on every tick).
