@@ -139,7 +139,9 @@ def need_terminal(args: argparse.Namespace, instead: str) -> None:
         resolve(getattr(args, "theme", None))
     except ThemeMissing as exc:
         raise InputError(f"cockpit: {exc}") from None
-    if os.environ.get("TEXTUAL_DRIVER") == WEB_DRIVER:
+    from cockpit.serve.server import TAB_DRIVER
+
+    if os.environ.get("TEXTUAL_DRIVER") in (WEB_DRIVER, TAB_DRIVER):
         return  # a tab of `cockpit serve`: the screen goes to the browser
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         raise InputError(f"cockpit {args.command}: the cockpit's screen needs a terminal "

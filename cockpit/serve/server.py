@@ -5,7 +5,8 @@ one process per connection, its screen sent over a websocket), so a tab is one m
 cockpit beside the tmux one: the same engine, claims under the journal lock, no double
 action. With ``--read-only`` the tab's cockpit is ``cockpit tui FILE --read-only``: no
 key that writes, and its engine refuses every action. What guards the door is in
-:mod:`cockpit.serve.access`; this module wires it into textual-serve's aiohttp server.
+:mod:`cockpit.serve.access`, what guards the tabs in :mod:`cockpit.serve.tabs`; this
+module wires them into textual-serve's aiohttp server.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from cockpit.serve.access import (
     same_origin,
     token_matches,
 )
+from cockpit.serve.tabs import DEFAULT_MAX_TABS, Tabs
 
 if TYPE_CHECKING:
     from cockpit.campaign import Campaign
 
 MISSING = ("cockpit serve: the browser face needs textual-serve, an optional extra: "
            "pip install 'cockpit[serve]' (or: pip install textual-serve)")
+TAB_DRIVER = "cockpit.serve.tab_driver:TabDriver"
 REFUSED = ("cockpit serve: this address needs the token `cockpit serve` printed "
            "(open the URL it printed, with ?token=...)\n")
 
@@ -56,8 +59,9 @@ def face_command(args: argparse.Namespace, file: Path) -> str:
         words += ["--simulate-gpus", str(args.simulate_gpus)]
     if getattr(args, "machine", None) is not None:
         words += ["--machine", str(args.machine)]
-    # Each tab says it is a served tab: "conducted by serve, pid …" on the other faces.
-    return "COCKPIT_FACE=serve " + shlex.join(words)
+    # Each tab says it is a served tab: "conducted by serve, pid …" on the other faces;
+    # its driver ends it when the server is gone (cockpit.serve.tab_driver).
+    return f"COCKPIT_FACE=serve TEXTUAL_DRIVER={TAB_DRIVER} " + shlex.join(words)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -141,7 +145,10 @@ def build_server(args: argparse.Namespace, campaign: Campaign, *, port: int,
 
     class CockpitServer(Server):
         """textual-serve's server behind the token, with the page's URLs taken from
-        the address the browser used (a tunnel's local port may differ)."""
+        the address the browser used (a tunnel's local port may differ), its tabs
+        capped and their messages checked (:mod:`cockpit.serve.tabs`)."""
+
+        tabs: Tabs
 
         def initialize_logging(self) -> None:
             # Its own errors only: an access log would write every URL, token included.
@@ -151,6 +158,9 @@ def build_server(args: argparse.Namespace, campaign: Campaign, *, port: int,
             app = await super()._make_app()
             app.middlewares.append(guard)
             return app
+
+        async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+            return await self.tabs.handle(request)  # capped, its messages checked
 
         async def on_startup(self, app: web.Application) -> None:
             mode = "read-only: no key writes" if args.read_only else "every key, as in tmux"
@@ -172,7 +182,10 @@ def build_server(args: argparse.Namespace, campaign: Campaign, *, port: int,
                 "application": {"name": html.escape(title)},
             }
 
-    return CockpitServer(command, host=args.host, port=port, title=title)
+    server = CockpitServer(command, host=args.host, port=port, title=title)
+    server.tabs = Tabs(command, getattr(args, "max_tabs", DEFAULT_MAX_TABS),
+                       server.download_manager)
+    return server
 
 
 def _font_size(text: str | None) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.message import Message
@@ -336,12 +337,20 @@ class CockpitApp(App[int]):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for binding, node in self.all_bindings():
-            if binding.action in ("quit_cockpit",):
+            # A read-only face's palette lists no command that acts (its keys are gone).
+            if binding.action in ("quit_cockpit",) or not node.check_action(binding.action, ()):
                 continue
             yield SystemCommand(f"{binding.description} ({binding.key.split(',')[0]})",
                                 binding.tooltip or binding.description,
                                 lambda action=binding.action, node=node:
                                 self.run_action(action, node))
+
+    def pop_screen(self) -> AwaitComplete:
+        """Textual's palette dismisses itself twice when Enter follows the typing at once
+        (a quick typist, a served tab's client): the second pop is nothing, never a crash."""
+        if len(self.screen_stack) <= 1:
+            return AwaitComplete.nothing()  # type: ignore[no-untyped-call, no-any-return]
+        return super().pop_screen()
 
     def action_help(self) -> None:
         lines = Text()

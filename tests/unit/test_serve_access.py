@@ -1,5 +1,6 @@
 """Who may reach a served cockpit (issue 28): the token, the origin, the Host header
-written back into the page, the printed lines, the command each tab runs."""
+written back into the page, the printed lines, the command each tab runs; what a
+client may send a tab (issue 43)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from cockpit.serve.access import (
     same_origin,
     token_matches,
 )
-from cockpit.serve.server import face_command
+from cockpit.serve.server import TAB_DRIVER, face_command
+from cockpit.serve.tabs import MAX_COLUMNS, MAX_ROWS, STDIN_LIMIT, checked
 
 
 def test_tokens_are_long_random_and_match_only_themselves() -> None:
@@ -90,10 +92,28 @@ def test_each_tab_runs_the_tui_with_every_word_quoted(tmp_path: Path) -> None:
     hostile = tmp_path / "camp; touch PWNED $(id) `x`.yaml"
     words = shlex.split(face_command(_args(read_only=True, simulate_gpus=8, machine=2),
                                      hostile))
-    # A served tab says so to the other faces ("conducted by serve, pid …").
-    assert words[:6] == ["COCKPIT_FACE=serve", sys.executable, "-m", "cockpit", "tui",
-                         str(hostile)]
+    # A served tab says so to the other faces ("conducted by serve, pid …"), and its
+    # driver ends it when the server is gone.
+    assert words[:7] == ["COCKPIT_FACE=serve", f"TEXTUAL_DRIVER={TAB_DRIVER}", sys.executable,
+                         "-m", "cockpit", "tui", str(hostile)]
     assert "--read-only" in words
     assert words[words.index("--simulate-gpus") + 1] == "8"
     assert words[words.index("--machine") + 1] == "2"
     assert "--read-only" not in shlex.split(face_command(_args(), hostile))
+
+
+def test_a_client_message_reaches_a_tab_only_as_the_page_would_send_it() -> None:
+    assert checked('["stdin", "s"]') == ("stdin", "s")
+    assert checked('["resize", {"width": 120, "height": 40}]') == ("resize", (120, 40))
+    # A size no terminal has is clamped; one that is not a number is dropped.
+    assert checked('["resize", {"width": 1000000000, "height": -3}]') == (
+        "resize", (MAX_COLUMNS, 1))
+    assert checked('["resize", {"width": 1000000000, "height": 1000000000}]') == (
+        "resize", (MAX_COLUMNS, MAX_ROWS))
+    for dropped in ('["resize", {"width": "x", "height": 2}]', '["resize", {"width": true, '
+                    '"height": 2}]', '["resize", [1, 2]]', '["stdin", 5]', '["stdin"]',
+                    '{"stdin": "s"}', '["quit"]', '["exit", {}]', "[]", "not json", '"s"',
+                    f'["stdin", "{"a" * (STDIN_LIMIT + 1)}"]', '[1, "s"]', '["ping", {}]'):
+        assert checked(dropped) is None, dropped
+    assert checked('["ping", "t"]') == ("ping", "t")
+    assert checked('["focus"]') == ("focus", None) and checked('["blur"]') == ("blur", None)
