@@ -178,7 +178,9 @@ def test_the_control_run_lands_before_the_window_ends(tmp_path: Path) -> None:
     assert near, said
     final = next(m for m in said if m.startswith("landed: fetch it now: rsync "))
     assert f"you: {export[0]['fetch']}" in final.splitlines()
-    assert final.splitlines()[-1].endswith("left in the window")
+    *words, alert_id = final.splitlines()
+    assert words[-1].endswith("left in the window"), final
+    assert alert_id.startswith("alert id alert:landing:landed:"), final  # stable, per target
     assert engine.until_done(engine.state()).code == 5
     # The token is nowhere the cockpit writes: the journal, the export (bag, tar,
     # REPORT.md), the status log, `status --json`.
