@@ -16,8 +16,8 @@ import pytest
 
 from tests.helpers.process import run_cockpit
 
-TEMPLATE_FILES = {"README.md", "campaign.yaml", "train.py", "model.py", "data_check.py",
-                  "error_analysis.py"}
+TEMPLATE_FILES = {"README.md", "campaign.yaml", "train.py", "model.py", "corpus.py",
+                  "data_check.py", "error_analysis.py"}
 
 
 def events(folder: Path) -> list[dict]:

@@ -6,8 +6,9 @@
   ``expected_ids`` acceptance check and the export's check, D23);
 - exits 1 when a class is missing or, once you pin it, when the corpus hash differs.
 
-For your own corpus: read it here the way train.py does, and set EXPECTED_SHA256 to
-the hash this script prints on the corpus you fixed.
+It imports no training framework (a quick stage). For your own corpus: read it here
+the way train.py does (from corpus.py), and set EXPECTED_SHA256 to the hash this script
+prints on the corpus you fixed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from train import CLASSES, fingerprint, load_corpus, truncated_rows
+from corpus import fingerprint, load_corpus, truncated_rows
+from model import CLASSES
 
 from cockpit import report
 

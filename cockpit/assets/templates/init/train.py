@@ -1,7 +1,8 @@
 """Train a small classifier on a synthetic corpus: the template's training script.
 
-Replace the corpus (``load_corpus``) and the model (``make_model`` in model.py) with yours
-and keep the rest: it is what lets the cockpit follow, stop, verify and resume the run.
+Replace the corpus (``load_corpus`` in corpus.py) and the model (``make_model`` in
+model.py) with yours and keep the rest: it is what lets the cockpit follow, stop,
+verify and resume the run.
 
 - ``cockpit.report`` logs ``loss`` every step, ``val/accuracy`` every ``--eval-every``
   steps, progress (for the forecast) and ``data/truncated`` (for the ``no-truncation``
@@ -21,54 +22,16 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import os
 import sys
 from pathlib import Path
 
 import torch
-from model import CLASSES, FEATURES, make_model
+from corpus import load_corpus, truncated_rows
+from model import make_model
 
 from cockpit import report
 from cockpit.resume import load_state, save_state
-
-SPLITS = {"train": 4000, "val": 500, "test": 500}
-CORPUS_SEED = 20261202  # the corpus and its split are fixed before the runs (D1)
-
-
-def load_corpus() -> dict[str, tuple[torch.Tensor, torch.Tensor, list[str]]]:
-    """``{split: (x, y, ids)}``: always the same rows, whatever the run's own seed."""
-    gen = torch.Generator().manual_seed(CORPUS_SEED)
-    total = sum(SPLITS.values())
-    x = torch.randn(total, FEATURES, generator=gen)
-    w1 = torch.randn(FEATURES, 32, generator=gen) / FEATURES ** 0.5
-    w2 = torch.randn(32, CLASSES, generator=gen)
-    y = (torch.tanh(x @ w1) @ w2).argmax(dim=1)
-    parts: dict[str, tuple[torch.Tensor, torch.Tensor, list[str]]] = {}
-    start = 0
-    for name, size in SPLITS.items():
-        rows = slice(start, start + size)
-        ids = [f"{name}-{i:05d}" for i in range(start, start + size)]
-        parts[name] = (x[rows], y[rows], ids)
-        start += size
-    return parts
-
-
-def truncated_rows(x: torch.Tensor) -> int:
-    """Rows that lost part of their input (here: not FEATURES finite values)."""
-    if x.dim() != 2 or x.shape[1] != FEATURES:
-        return int(x.shape[0])
-    return int((~torch.isfinite(x).all(dim=1)).sum().item())
-
-
-def fingerprint(parts: dict[str, tuple[torch.Tensor, torch.Tensor, list[str]]]) -> str:
-    """sha256 of the corpus as text (6 decimals): pin it in data_check.py (D1)."""
-    digest = hashlib.sha256()
-    for name, (x, y, ids) in parts.items():
-        for row_id, row, label in zip(ids, x.tolist(), y.tolist(), strict=True):
-            digest.update(f"{name},{row_id},{label},".encode())
-            digest.update(",".join(f"{v:.6f}" for v in row).encode() + b"\n")
-    return digest.hexdigest()
 
 
 def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
