@@ -24,25 +24,28 @@ def cockpit_cli():
     return run_cockpit
 
 
-# The modules that keep cores busy (real training, a browser, a Prometheus server): they
-# never overlap each other, so a loaded 2-core machine is not loaded further by the suite.
-HEAVY = frozenset({
-    "tests/e2e/test_demo.py",  # the demo campaign trained once, shared by its tests
-    "tests/e2e/test_init.py",  # the template trained end to end
-    "tests/e2e/test_init_frameworks.py",  # the hf and lightning templates end to end
-    "tests/e2e/test_landing.py",  # the digits script trained to the landing
-    "tests/e2e/test_serve_browser.py",  # Chromium
-    "tests/e2e/test_prometheus_server.py",  # Prometheus and node_exporter
-    "tests/e2e/test_export_rebuild.py",  # a fresh venv rebuilt from a bag
-    "tests/e2e/test_integration_hf.py",  # the real Trainer, in process and in a run
-    "tests/e2e/test_integration_lightning.py",  # a real Lightning run
-    "tests/e2e/test_resume_frameworks.py",  # the Trainer and Lightning, resumed for real
-})
+# The modules that keep cores busy, in two lanes: real training (one worker, one after
+# another) and the outside programs (Chromium, Prometheus, a fresh venv's pip: one other
+# worker). A lane never overlaps itself, so a loaded 2-core machine is not loaded further
+# by the suite; two lanes, because one held the suite's critical path (9 of its 10 min).
+TRAINING, SERVICES = "heavy", "heavy-services"
+HEAVY = {
+    "tests/e2e/test_demo.py": TRAINING,  # the demo campaign trained once, shared by its tests
+    "tests/e2e/test_init.py": TRAINING,  # the template trained end to end
+    "tests/e2e/test_init_frameworks.py": TRAINING,  # the hf and lightning templates
+    "tests/e2e/test_landing.py": TRAINING,  # the digits script trained to the landing
+    "tests/e2e/test_integration_hf.py": TRAINING,  # the real Trainer, in process and in a run
+    "tests/e2e/test_integration_lightning.py": TRAINING,  # a real Lightning run
+    "tests/e2e/test_resume_frameworks.py": TRAINING,  # the Trainer and Lightning, resumed
+    "tests/e2e/test_serve_browser.py": SERVICES,  # Chromium
+    "tests/e2e/test_prometheus_server.py": SERVICES,  # Prometheus and node_exporter
+    "tests/e2e/test_export_rebuild.py": SERVICES,  # a fresh venv rebuilt from a bag
+}
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: two workers a core (most tests wait on real processes, terminals and
-    sshd), at least 2, at most 8; the CPU-heavy tests share one worker (HEAVY below)."""
+    sshd), at least 2, at most 8; the CPU-heavy tests share a worker per lane (HEAVY)."""
     return max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
@@ -53,8 +56,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     other such tests, so the fixture is built once, not once per worker. Found from the
     fixtures themselves, so a new module fixture needs no mark."""
     for item in items:
-        if item.nodeid.split("::")[0] in HEAVY:  # CPU-heavy: one worker, one after another
-            item.add_marker(pytest.mark.xdist_group("heavy"))
+        lane = HEAVY.get(item.nodeid.split("::")[0])
+        if lane is not None:  # CPU-heavy: its lane's worker, one after another
+            item.add_marker(pytest.mark.xdist_group(lane))
             continue  # (its module fixture is built once in that worker too)
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
