@@ -168,9 +168,22 @@ def conductorless_line(compact: dict[str, Any], since: float | None, now: float)
     rules = _rules(compact["rules"])
     if "FIRED" in rules or "warn" in rules or "blind" in rules:
         parts.append(rules)  # what the last line knew; never "ok" while nobody watches
-    if compact.get("decisions_pending"):
-        parts.append("decide " + ",".join(compact["decisions_pending"]))
+    parts.extend(pending(compact))
     return one_line(" · ".join(parts))
+
+
+def pending(compact: dict[str, Any]) -> list[str]:
+    """What waits on a person, last on every line: alerts owed to a target (issue 43: a
+    phone that has not heard yet) and decisions due."""
+    out = []
+    owed = compact.get("alerts_owed")
+    if isinstance(owed, dict):
+        total = sum(n for n in owed.values() if type(n) is int and n > 0)
+        if total:
+            out.append(f"alerts owed {total}")
+    if compact.get("decisions_pending"):
+        out.append("decide " + ",".join(compact["decisions_pending"]))
+    return out
 
 
 def status_logs(root: str) -> list[str]:
@@ -214,8 +227,7 @@ def status_line(compact: dict[str, Any], now: float | None = None) -> str:
     conductor = compact.get("conductor")
     if isinstance(conductor, dict) and conductor.get("conducted") is False:
         parts.append("NOT CONDUCTED")  # the engine's answer: nobody runs the guards
-    if compact.get("decisions_pending"):
-        parts.append("decide " + ",".join(compact["decisions_pending"]))
+    parts.extend(pending(compact))
     return one_line(" · ".join(parts))
 
 
@@ -229,8 +241,7 @@ def unwatched_line(compact: dict[str, Any], age_s: float, now: float) -> str:
         parts.insert(0, closing)
     since = f" for {format_duration(age_s)}" if age_s >= 0 else " (the clock stepped back)"
     parts.append(f"NOT WATCHED: the conductor has written nothing{since}")
-    if compact.get("decisions_pending"):
-        parts.append("decide " + ",".join(compact["decisions_pending"]))
+    parts.extend(pending(compact))
     return one_line(" · ".join(parts))
 
 

@@ -188,6 +188,8 @@ def test_what_happened_while_no_cockpit_ran_is_sent_by_the_next_one(tmp_path: Pa
         assert f"alerts owed: 206 ({OWED})" in shown.stdout, shown.stdout
         as_json = json.loads(run_cockpit("status", str(path), "--json", env=env).stdout)
         assert as_json["alerts_owed"] == {OWED: 206}
+        line = run_cockpit("status", str(path), "--line", env=env).stdout  # the tmux bar
+        assert "alerts owed 206" in line, line
         assert server.requests == []  # nobody sent anything meanwhile
         second = headless(path, url)
         try:
