@@ -7,49 +7,67 @@ files, the real clock."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import TextIO
 
 from cockpit.campaign import load_campaign
 from cockpit.engine import Engine
 from tests.helpers.campaigns import write_campaign
 from tests.helpers.process import run_cockpit, wait_for
 
-# The new attempt: waits for the test's "go", then writes as Lightning does (its
-# CSVLogger deletes version_0/metrics.csv and writes its own) and saves step=1.ckpt in
-# two writes 0.3 s apart (a save that takes time, reported to nobody).
+# The new attempt: takes its orders from the test through a FIFO (outside the campaign
+# folder: the export copies that folder), so it waits on events, never on a clock. On
+# "go" it writes as Lightning does (its CSVLogger deletes version_0/metrics.csv and writes
+# its own) and saves step=1.ckpt in two writes, the second when the test says "more" (a
+# save that takes time, reported to nobody); it ends when the test closes its end.
 WRITER = textwrap.dedent("""
-    import sys, time
+    import signal, sys
     from pathlib import Path
-    def over():  # the test is done, or its folder is gone (a failed test: never left over)
-        return Path("done").exists() or not Path("writer.py").exists()
-    while not Path("go").exists():
-        if over():
-            sys.exit(0)
-        time.sleep(0.05)
-    csv = Path("out/version_0/metrics.csv")
-    csv.unlink()
-    csv.write_text("step,train_loss\\n1,0.5\\n")
-    with open("ckpt/step=1.ckpt", "wb") as handle:
-        handle.write(b"new ")
-        handle.flush()
-        time.sleep(0.3)
-        handle.write(b"weights")
-    while not over():
-        time.sleep(0.05)
+    signal.alarm(600)  # a test that never opened its end: never left over
+    with open(sys.argv[1]) as ctl:  # blocks until the test opens its end
+        if ctl.readline().strip() != "go":
+            sys.exit(0)  # "done", or the test ended (EOF)
+        csv = Path("out/version_0/metrics.csv")
+        csv.unlink()
+        csv.write_text("step,train_loss\\n1,0.5\\n")
+        with open("ckpt/step=1.ckpt", "wb") as handle:
+            handle.write(b"new ")
+            handle.flush()
+            ctl.readline()
+            handle.write(b"weights")
+        ctl.read()
 """)
+SAVE_S = 0.3  # how long the save takes: the test says "more" once the first half is this old
+
+
+def _orders(folder: Path) -> TextIO:
+    """The test's end of the writer's FIFO, once the writer reads it (an event)."""
+    def opened() -> int | None:
+        try:
+            return os.open(folder.parent / "ctl", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:  # ENXIO: no reader yet
+            if exc.errno != errno.ENXIO:
+                raise
+            return None
+    fd = wait_for(opened, 60, what="the writer reading its orders")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "w", buffering=1)
 
 
 def _campaign(folder: Path) -> Path:
     path = write_campaign(folder, [{"id": "train", "duration": "5m", "resource": "cpu",
-                                    "run": "r1", "command": [sys.executable, "writer.py"]}],
+                                    "run": "r1", "command": [sys.executable, "writer.py",
+                                                             str(folder.parent / "ctl")]}],
                           runs={"r1": {"metrics": ["out/version_0/metrics.csv"],
                                        "checkpoints": "ckpt", "verify_command": ["true"]}})
     (folder / "writer.py").write_text(WRITER)
+    os.mkfifo(folder.parent / "ctl")
     # what the first attempt left, an hour ago
     (folder / "out" / "version_0").mkdir(parents=True)
     (folder / "out" / "version_0" / "metrics.csv").write_text("step,train_loss\n999,0.25\n")
@@ -65,7 +83,7 @@ def test_a_new_attempt_ignores_the_earlier_attempts_metrics_and_checkpoint(
         tmp_path: Path) -> None:
     folder = tmp_path / "c"
     path = _campaign(folder)
-    engine = None
+    engine, orders = None, None
     try:
         started = run_cockpit("start", str(path), "train")
         assert started.returncode == 0, started.stdout + started.stderr
@@ -87,7 +105,13 @@ def test_a_new_attempt_ignores_the_earlier_attempts_metrics_and_checkpoint(
         view = run.checkpoint
         assert view is not None and view.count == 0 and view.path is None and view.step is None
 
-        (folder / "go").touch()  # the new attempt writes its own
+        orders = _orders(folder)
+        orders.write("go\n")  # the new attempt writes its own
+        half = folder / "ckpt" / "step=1.ckpt"
+        wait_for(lambda: half.exists() and half.stat().st_size == 4
+                 and time.time() - half.stat().st_mtime >= SAVE_S, 60,
+                 what="the first half of the save, written SAVE_S ago")
+        orders.write("more\n")
 
         def written() -> object:
             seen = engine.tick().run("r1")
@@ -100,9 +124,10 @@ def test_a_new_attempt_ignores_the_earlier_attempts_metrics_and_checkpoint(
         assert seen.checkpoint.path.endswith("step=1.ckpt")
         # measured from the file itself (created -> last written): what the landing's
         # reserve and the interval advice read, never "save not measured"
-        assert seen.checkpoint.save_cost_s >= 0.3 - 0.02
+        assert seen.checkpoint.save_cost_s >= SAVE_S - 0.02
     finally:
-        (folder / "done").touch()
+        if orders is not None:
+            orders.close()  # the writer ends
         if engine is not None:
             wait_for(lambda: engine.tick().run("r1").state != "running", 60,
                      what="the writer's exit")
@@ -113,8 +138,9 @@ def test_the_export_never_passes_an_earlier_attempts_checkpoint_off_as_this_ones
         tmp_path: Path) -> None:
     folder = tmp_path / "c"
     path = _campaign(folder)
-    (folder / "done").touch()  # the new attempt ends at once, having saved nothing
     assert run_cockpit("start", str(path), "train").returncode == 0
+    with _orders(folder) as orders:
+        orders.write("done\n")  # the new attempt ends at once, having saved nothing
     engine = Engine(load_campaign(path))
     try:
         wait_for(lambda: engine.tick().run("r1").state == "succeeded", 60,
