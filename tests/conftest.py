@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tests.helpers.process import ROOT, SAMPLES, run_cockpit, wait_for  # noqa: F401
+from tests.helpers.report_file import reported  # noqa: F401 - a fixture
 
 # Bytecode is cached for the test run, whatever the environment says: with
 # PYTHONDONTWRITEBYTECODE set (some shells and CI images set it), every `cockpit`

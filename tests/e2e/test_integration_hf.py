@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from cockpit import report
 from cockpit.alerts.targets import Target
 from cockpit.campaign import load_campaign
 from cockpit.campaign.model import StopRule
@@ -28,6 +27,7 @@ from cockpit.runs.rules import check_points
 from tests.helpers.alert_server import AlertServer
 from tests.helpers.campaigns import write_campaign
 from tests.helpers.process import wait_for
+from tests.helpers.report_file import report_lines
 
 # The training script: tiny GPT-2, default TrainingArguments but max_steps, report_to=[]
 # and output_dir; the weights become NaN after step NAN_AT (a diverged run).
@@ -77,22 +77,6 @@ def hf(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return train_hf
 
 
-@pytest.fixture
-def reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """cockpit.report writing to tmp_path/report.jsonl, a save request pending."""
-    request = tmp_path / "save-request"
-    request.write_text(f"landing-{tmp_path.name}\n")
-    monkeypatch.setenv(report.SAVE_ENV_VAR, str(request))
-    monkeypatch.setattr(report, "_save_checked_at", None)
-    report.open_report(tmp_path / "report.jsonl")
-    yield tmp_path / "report.jsonl"
-    report.open_report(None)
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _points(*paths: Path) -> list[Any]:
     stream = MetricStream(list(paths))
     points: list[Any] = []
@@ -108,7 +92,7 @@ def test_a_diverged_trainer_run_is_reported_unfiltered(hf: Any, reported: Path,
     trainer = hf.trainer(str(tmp_path / "out"), 8, 4)  # default logging: every 500 steps
     trainer.add_callback(CockpitCallback())
     trainer.train()
-    lines = _lines(reported)
+    lines = report_lines(reported)
     metrics = [line for line in lines if "event" not in line]
     # the Trainer hid it: its end-of-training mean loss is finite
     (summary,) = [m for m in metrics if "train_runtime" in m]
@@ -147,7 +131,7 @@ def test_logged_every_step_the_filtered_value_is_kept_beside(hf: Any, reported: 
     at4 = next(e for e in history["log_history"] if e.get("step") == 4)
     assert at4["loss"] == 0.0 and math.isnan(at4["grad_norm"])
     # the callback's line for that step: the unfiltered NaN, the Trainer's value beside
-    logged = {m["step"]: m for m in _lines(reported) if "loss_filtered" in m}
+    logged = {m["step"]: m for m in report_lines(reported) if "loss_filtered" in m}
     assert min(logged) == 4 and math.isnan(logged[4]["loss"])
     assert logged[4]["loss_filtered"] == 0.0 and math.isnan(logged[4]["grad_norm"])
     assert logged[4]["max_steps"] == 6 and "learning_rate" in logged[4]

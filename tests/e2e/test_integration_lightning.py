@@ -6,7 +6,6 @@ each save with its measured cost; a rule on ``eval_loss`` sees the run's ``val_l
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -14,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from cockpit import report
 from cockpit.campaign.model import StopRule
 from cockpit.runs.metrics.stream import MetricStream
 from cockpit.runs.rules import check_points
+from tests.helpers.report_file import report_lines
 
 
 @pytest.fixture(scope="module")
@@ -62,22 +61,6 @@ def _loader() -> Any:
     return torch.utils.data.DataLoader(data, batch_size=4)
 
 
-@pytest.fixture
-def reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """cockpit.report writing to tmp_path/report.jsonl, a save request pending."""
-    request = tmp_path / "save-request"
-    request.write_text(f"landing-{tmp_path.name}\n")
-    monkeypatch.setenv(report.SAVE_ENV_VAR, str(request))
-    monkeypatch.setattr(report, "_save_checked_at", None)
-    report.open_report(tmp_path / "report.jsonl")
-    yield tmp_path / "report.jsonl"
-    report.open_report(None)
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _fit(pl: Any, tmp_path: Path, module: Any, **extra: Any) -> Any:
     from cockpit.integrations.lightning import CockpitCallback
 
@@ -93,7 +76,7 @@ def _fit(pl: Any, tmp_path: Path, module: Any, **extra: Any) -> Any:
 def test_a_lightning_run_reports_one_name_progress_and_a_save_on_request(
         pl: Any, reported: Path, tmp_path: Path) -> None:
     _fit(pl, tmp_path, _module(pl))
-    lines = _lines(reported)
+    lines = report_lines(reported)
     metrics = [line for line in lines if "event" not in line]
     losses = [m for m in metrics if "train_loss" in m]
     # every 2nd step (log_every_n_steps), and at step 3's validation what changed since
@@ -125,7 +108,7 @@ def test_a_lightning_run_reports_one_name_progress_and_a_save_on_request(
 def test_a_non_finite_loss_is_reported_and_fires(pl: Any, reported: Path,
                                                  tmp_path: Path) -> None:
     _fit(pl, tmp_path, _module(pl, nan_at=3))
-    metrics = [m for m in _lines(reported) if "event" not in m and "train_loss" in m]
+    metrics = [m for m in report_lines(reported) if "event" not in m and "train_loss" in m]
     assert math.isnan(metrics[-1]["loss"]) and metrics[-1]["step"] == 6
     points = MetricStream([reported]).poll()
     fired = check_points(StopRule(id="finite-loss", kind="non_finite", metric="loss"), points)
